@@ -1,0 +1,81 @@
+//! The one error type of the crate. Every variant that concerns a place in the configuration
+//! carries the field path (`static_resources.listeners[0].address`) and shows it first.
+
+use std::path::PathBuf;
+
+/// A configuration that cannot be loaded. `Display` starts with the field path where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The configuration file itself could not be read.
+    #[error("cannot read config file {}: {source}", file.display())]
+    ReadConfig {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The text is not YAML / JSON at all.
+    #[error("{origin}: {message}")]
+    Syntax { origin: String, message: String },
+    /// A field Envoy does not know (or that is misspelt).
+    #[error("{}: unknown field", show(path))]
+    UnknownField { path: String },
+    /// A field or value Envoy knows but quickshake does not implement (yet).
+    #[error("{}: not supported yet{}", show(path), reason_suffix(reason))]
+    Unsupported {
+        path: String,
+        reason: Option<String>,
+    },
+    /// A value of the wrong type, out of range, missing, or inconsistent.
+    #[error("{}: {message}", show(path))]
+    Invalid { path: String, message: String },
+    /// A data source (certificate, key, CA file) could not be read.
+    #[error("{}: cannot read {}: {source}", show(path), file.display())]
+    ReadData {
+        path: String,
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ConfigError {
+    /// The field path the error is about, where there is one.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            ConfigError::ReadConfig { .. } | ConfigError::Syntax { .. } => None,
+            ConfigError::UnknownField { path }
+            | ConfigError::Unsupported { path, .. }
+            | ConfigError::Invalid { path, .. }
+            | ConfigError::ReadData { path, .. } => Some(path),
+        }
+    }
+
+    pub(crate) fn invalid(path: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError::Invalid {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn unsupported(path: impl Into<String>, reason: Option<&str>) -> Self {
+        ConfigError::Unsupported {
+            path: path.into(),
+            reason: reason.map(str::to_owned),
+        }
+    }
+}
+
+fn show(path: &str) -> &str {
+    if path.is_empty() {
+        "(root)"
+    } else {
+        path
+    }
+}
+
+fn reason_suffix(reason: &Option<String>) -> String {
+    match reason {
+        Some(r) => format!(" ({r})"),
+        None => String::new(),
+    }
+}

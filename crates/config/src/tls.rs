@@ -1,0 +1,278 @@
+//! `DownstreamTlsContext`: certificates, private key providers, TLS parameters, ALPN, client
+//! certificate validation and session resumption settings. Files are not read here.
+
+use crate::model::{
+    DataSource, DownstreamTls, PrivateKeyProvider, TlsCertificate, TlsParams, TlsVersion,
+};
+use crate::source::data_source;
+use crate::walk::{Node, Obj, Result};
+
+const DOWNSTREAM_TLS_CONTEXT: &str =
+    "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext";
+/// Envoy requires session ticket keys of exactly 80 bytes.
+const TICKET_KEY_LEN: usize = 80;
+
+pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
+    let o = node.typed(
+        DOWNSTREAM_TLS_CONTEXT,
+        &[
+            "common_tls_context",
+            "require_client_certificate",
+            "session_ticket_keys",
+            "disable_stateless_session_resumption",
+            "disable_stateful_session_resumption",
+        ],
+        &[
+            "require_sni",
+            "session_ticket_keys_sds_secret_config",
+            "session_timeout",
+            "ocsp_staple_policy",
+            "full_scan_certs_on_sni_mismatch",
+            "prefer_client_ciphers",
+        ],
+    )?;
+    let require_client_certificate = o.bool_or_false("require_client_certificate")?;
+    let disable_stateless_session_resumption =
+        o.bool_or_false("disable_stateless_session_resumption")?;
+    let disable_stateful_session_resumption =
+        o.bool_or_false("disable_stateful_session_resumption")?;
+
+    let mut session_ticket_keys = Vec::new();
+    if let Some(stk) = o.get("session_ticket_keys") {
+        if disable_stateless_session_resumption {
+            return Err(
+                stk.err("cannot be combined with disable_stateless_session_resumption: true")
+            );
+        }
+        let so = stk.obj(&["keys"])?;
+        let keys = so.req("keys")?;
+        for k in keys.items() {
+            let ds = data_source(&k)?;
+            let len = match &ds {
+                DataSource::InlineString(s) => Some(s.len()),
+                DataSource::InlineBytes(b) => Some(b.len()),
+                DataSource::Filename(_) => None,
+            };
+            if let Some(len) = len {
+                if len != TICKET_KEY_LEN {
+                    return Err(k.err(format!(
+                        "a session ticket key must be {TICKET_KEY_LEN} bytes, got {len}"
+                    )));
+                }
+            }
+            session_ticket_keys.push(ds);
+        }
+        if session_ticket_keys.is_empty() {
+            return Err(keys.err("at least one key is required"));
+        }
+    }
+
+    let ctx_node = o.req("common_tls_context")?;
+    let ctx = common_tls_context(&ctx_node)?;
+    if require_client_certificate && ctx.trusted_ca.is_none() {
+        return Err(o
+            .req("require_client_certificate")?
+            .err("requires common_tls_context.validation_context.trusted_ca"));
+    }
+    Ok(DownstreamTls {
+        path: node.path.clone(),
+        certificates: ctx.certificates,
+        params: ctx.params,
+        alpn_protocols: ctx.alpn_protocols,
+        require_client_certificate,
+        trusted_ca: ctx.trusted_ca,
+        session_ticket_keys,
+        disable_stateless_session_resumption,
+        disable_stateful_session_resumption,
+    })
+}
+
+struct CommonTlsContext {
+    certificates: Vec<TlsCertificate>,
+    params: TlsParams,
+    alpn_protocols: Vec<String>,
+    trusted_ca: Option<DataSource>,
+}
+
+fn common_tls_context(node: &Node<'_>) -> Result<CommonTlsContext> {
+    let o = node.obj_with(
+        &[
+            "tls_certificates",
+            "tls_params",
+            "alpn_protocols",
+            "validation_context",
+        ],
+        &[
+            "tls_certificate_sds_secret_configs",
+            "tls_certificate_provider_instance",
+            "tls_certificate_certificate_provider",
+            "tls_certificate_certificate_provider_instance",
+            "custom_tls_certificate_selector",
+            "validation_context_sds_secret_config",
+            "combined_validation_context",
+            "validation_context_certificate_provider",
+            "validation_context_certificate_provider_instance",
+            "custom_handshaker",
+            "key_log",
+        ],
+    )?;
+    let certs_node = o.req("tls_certificates")?;
+    let mut certificates = Vec::new();
+    for c in certs_node.items() {
+        certificates.push(tls_certificate(&c)?);
+    }
+    if certificates.is_empty() {
+        return Err(certs_node.err("at least one certificate is required"));
+    }
+    let params = match o.get("tls_params") {
+        Some(p) => tls_params(&p)?,
+        None => TlsParams::default(),
+    };
+    let alpn_protocols = match o.get("alpn_protocols") {
+        Some(a) => alpn(&a)?,
+        None => Vec::new(),
+    };
+    let trusted_ca = match o.get("validation_context") {
+        Some(v) => validation_context(&v)?,
+        None => None,
+    };
+    Ok(CommonTlsContext {
+        certificates,
+        params,
+        alpn_protocols,
+        trusted_ca,
+    })
+}
+
+fn tls_certificate(node: &Node<'_>) -> Result<TlsCertificate> {
+    let o = node.obj_with(
+        &["certificate_chain", "private_key", "private_key_provider"],
+        &[
+            "password",
+            "pkcs12",
+            "watched_directory",
+            "ocsp_staple",
+            "signed_certificate_timestamp",
+        ],
+    )?;
+    let certificate_chain = data_source(&o.req("certificate_chain")?)?;
+    let private_key = o.get("private_key").map(|k| data_source(&k)).transpose()?;
+    let private_key_provider = o
+        .get("private_key_provider")
+        .map(|p| private_key_provider(&p))
+        .transpose()?;
+    if private_key.is_none() && private_key_provider.is_none() {
+        return Err(node.err("needs private_key or private_key_provider"));
+    }
+    Ok(TlsCertificate {
+        path: node.path.clone(),
+        certificate_chain,
+        private_key,
+        private_key_provider,
+    })
+}
+
+fn private_key_provider(node: &Node<'_>) -> Result<PrivateKeyProvider> {
+    let o = node.obj(&["provider_name", "typed_config", "fallback"])?;
+    let provider_name = o.req("provider_name")?.non_empty_str()?.to_owned();
+    let tc = o.req("typed_config")?;
+    // The provider registry checks the type URL; here it only has to be present.
+    let type_url = tc.type_url()?.to_owned();
+    let typed_config = tc.any_obj()?.without_type();
+    Ok(PrivateKeyProvider {
+        path: node.path.clone(),
+        provider_name,
+        type_url,
+        typed_config,
+        fallback: o.bool_or_false("fallback")?,
+    })
+}
+
+fn tls_params(node: &Node<'_>) -> Result<TlsParams> {
+    let o = node.obj_with(
+        &[
+            "tls_minimum_protocol_version",
+            "tls_maximum_protocol_version",
+            "cipher_suites",
+            "ecdh_curves",
+        ],
+        &["signature_algorithms", "compliance_policies"],
+    )?;
+    let min_version = version(&o, "tls_minimum_protocol_version")?;
+    let max_version = version(&o, "tls_maximum_protocol_version")?;
+    if let (Some(min), Some(max)) = (min_version, max_version) {
+        if min > max {
+            return Err(o
+                .req("tls_maximum_protocol_version")?
+                .err("is lower than tls_minimum_protocol_version"));
+        }
+    }
+    Ok(TlsParams {
+        min_version,
+        max_version,
+        cipher_suites: o.str_list("cipher_suites")?,
+        ecdh_curves: o.str_list("ecdh_curves")?,
+    })
+}
+
+fn version(o: &Obj<'_>, key: &str) -> Result<Option<TlsVersion>> {
+    let Some(n) = o.get(key) else {
+        return Ok(None);
+    };
+    Ok(match n.as_str()? {
+        "TLS_AUTO" => None,
+        "TLSv1_0" => Some(TlsVersion::Tls1_0),
+        "TLSv1_1" => Some(TlsVersion::Tls1_1),
+        "TLSv1_2" => Some(TlsVersion::Tls1_2),
+        "TLSv1_3" => Some(TlsVersion::Tls1_3),
+        other => {
+            return Err(n.err(format!(
+                "expected TLS_AUTO, TLSv1_0, TLSv1_1, TLSv1_2 or TLSv1_3, got \"{other}\""
+            )))
+        }
+    })
+}
+
+/// `alpn_protocols`: a list, or (older Envoy) one comma-separated string.
+fn alpn(node: &Node<'_>) -> Result<Vec<String>> {
+    let protocols: Vec<String> = match node.v.as_str() {
+        Some(s) => s.split(',').map(|p| p.trim().to_owned()).collect(),
+        None => node
+            .items()
+            .iter()
+            .map(|n| n.as_str().map(str::to_owned))
+            .collect::<Result<_>>()?,
+    };
+    for (i, p) in protocols.iter().enumerate() {
+        if p.is_empty() || p.len() > 255 {
+            return Err(node.err(format!(
+                "protocol {i} must be 1..=255 bytes long, got {}",
+                p.len()
+            )));
+        }
+    }
+    Ok(protocols)
+}
+
+fn validation_context(node: &Node<'_>) -> Result<Option<DataSource>> {
+    let o = node.obj_with(
+        &["trusted_ca"],
+        &[
+            "ca_certificate_provider_instance",
+            "system_root_certs",
+            "watched_directory",
+            "verify_certificate_spki",
+            "verify_certificate_hash",
+            "match_typed_subject_alt_names",
+            "match_subject_alt_names",
+            "require_signed_certificate_timestamp",
+            "crl",
+            "allow_expired_certificate",
+            "trust_chain_verification",
+            "custom_validator_config",
+            "only_verify_leaf_cert_crl",
+            "max_verify_depth",
+        ],
+    )?;
+    o.get("trusted_ca").map(|t| data_source(&t)).transpose()
+}

@@ -1,0 +1,232 @@
+//! Decoding each provider's `typed_config`, with its `@type` URL checked and every error naming
+//! the field path.
+
+use std::time::Duration;
+
+use quickshake_config::{parse_duration, DataSource, PrivateKeyProvider};
+use serde_json::{Map, Value};
+
+use crate::batch::BatchingMode;
+use crate::engine::fault::FaultPlan;
+use crate::ProviderError;
+
+pub const CRYPTOMB_TYPES: [&str; 2] = [
+    "type.googleapis.com/envoy.extensions.private_key_providers.cryptomb.v3alpha.CryptoMbPrivateKeyMethodConfig",
+    "type.googleapis.com/envoy.extensions.private_key_providers.cryptomb.v3.CryptoMbPrivateKeyMethodConfig",
+];
+pub const BATCHING_TYPE: &str =
+    "type.googleapis.com/quickshake.private_key_providers.v1.BatchingConfig";
+
+/// Which engine a `quickshake.batching` provider asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineChoice {
+    /// The best accelerated engine, else software.
+    Auto,
+    /// Exactly this engine (`crypto_mb`, `avx2`, `ifma`, `software`).
+    Named(String),
+    /// Tests: software wrapped in a fault injector.
+    Fault(FaultPlan),
+}
+
+/// A decoded provider config.
+#[derive(Debug, Clone)]
+pub struct ProviderConfig {
+    pub provider_name: String,
+    pub private_key: DataSource,
+    pub poll_delay: Duration,
+    pub mode: BatchingMode,
+    pub engine: EngineChoice,
+    /// Envoy semantics (always the engine) vs quickshake's (scalar path below the crossover).
+    pub envoy_semantics: bool,
+}
+
+fn field(cfg: &PrivateKeyProvider, name: &str) -> String {
+    format!("{}.typed_config.{name}", cfg.path)
+}
+
+fn invalid(path: String, reason: impl Into<String>) -> ProviderError {
+    ProviderError::Invalid {
+        field: path,
+        reason: reason.into(),
+    }
+}
+
+/// Decode and check a `private_key_provider`.
+pub fn decode(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderError> {
+    match cfg.provider_name.as_str() {
+        "cryptomb" => decode_cryptomb(cfg),
+        "quickshake.batching" => decode_batching(cfg),
+        "qat" => Err(invalid(
+            format!("{}.provider_name", cfg.path),
+            "the qat provider is not supported yet",
+        )),
+        other => Err(invalid(
+            format!("{}.provider_name", cfg.path),
+            format!("unknown provider '{other}' (known: cryptomb, quickshake.batching)"),
+        )),
+    }
+}
+
+fn check_type(cfg: &PrivateKeyProvider, allowed: &[&str]) -> Result<(), ProviderError> {
+    if allowed.contains(&cfg.type_url.as_str()) {
+        return Ok(());
+    }
+    Err(invalid(
+        field(cfg, "@type"),
+        format!(
+            "expected {} for provider '{}', got '{}'",
+            allowed[0], cfg.provider_name, cfg.type_url
+        ),
+    ))
+}
+
+fn check_fields(cfg: &PrivateKeyProvider, known: &[&str]) -> Result<(), ProviderError> {
+    match cfg
+        .typed_config
+        .keys()
+        .find(|k| !known.contains(&k.as_str()))
+    {
+        Some(k) => Err(invalid(field(cfg, k), "unknown field")),
+        None => Ok(()),
+    }
+}
+
+fn private_key(cfg: &PrivateKeyProvider) -> Result<DataSource, ProviderError> {
+    let path = field(cfg, "private_key");
+    let v = cfg
+        .typed_config
+        .get("private_key")
+        .ok_or_else(|| invalid(path.clone(), "required"))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| invalid(path.clone(), "expected {filename | inline_string}"))?;
+    data_source(obj, &path)
+}
+
+fn data_source(obj: &Map<String, Value>, path: &str) -> Result<DataSource, ProviderError> {
+    if obj.len() != 1 {
+        return Err(invalid(
+            path.to_string(),
+            "exactly one of filename, inline_string, inline_bytes",
+        ));
+    }
+    let (k, v) = obj
+        .iter()
+        .next()
+        .ok_or_else(|| invalid(path.to_string(), "empty"))?;
+    let s = v
+        .as_str()
+        .ok_or_else(|| invalid(format!("{path}.{k}"), "expected a string"))?;
+    Ok(match k.as_str() {
+        "filename" => DataSource::Filename(s.into()),
+        "inline_string" => DataSource::InlineString(s.to_string()),
+        "inline_bytes" => {
+            return Err(invalid(
+                format!("{path}.{k}"),
+                "use filename or inline_string (PEM) for provider keys",
+            ))
+        }
+        other => return Err(invalid(format!("{path}.{other}"), "unknown field")),
+    })
+}
+
+fn poll_delay(
+    cfg: &PrivateKeyProvider,
+    default: Option<Duration>,
+) -> Result<Duration, ProviderError> {
+    let path = field(cfg, "poll_delay");
+    let d = match cfg.typed_config.get("poll_delay") {
+        Some(v) => parse_duration(v, &path).map_err(|e| invalid(path.clone(), e.to_string()))?,
+        None => default.ok_or_else(|| invalid(path.clone(), "required"))?,
+    };
+    if d < Duration::from_millis(1) {
+        // Envoy validates poll_delay >= 1ms: shorter values were silently 0 before it did.
+        return Err(invalid(path, "must be at least 1ms"));
+    }
+    Ok(d)
+}
+
+fn decode_cryptomb(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderError> {
+    check_type(cfg, &CRYPTOMB_TYPES)?;
+    check_fields(cfg, &["private_key", "poll_delay"])?;
+    Ok(ProviderConfig {
+        provider_name: cfg.provider_name.clone(),
+        private_key: private_key(cfg)?,
+        poll_delay: poll_delay(cfg, None)?,
+        mode: BatchingMode::Timer,
+        engine: EngineChoice::Auto,
+        envoy_semantics: true,
+    })
+}
+
+fn decode_batching(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderError> {
+    check_type(cfg, &[BATCHING_TYPE])?;
+    check_fields(
+        cfg,
+        &["private_key", "poll_delay", "engine", "batching", "fault"],
+    )?;
+    let mode = match cfg.typed_config.get("batching").map(|v| v.as_str()) {
+        None | Some(Some("adaptive")) => BatchingMode::Adaptive,
+        Some(Some("timer")) => BatchingMode::Timer,
+        _ => {
+            return Err(invalid(
+                field(cfg, "batching"),
+                "expected timer or adaptive",
+            ))
+        }
+    };
+    let engine = match cfg.typed_config.get("engine").map(|v| v.as_str()) {
+        None | Some(Some("auto")) => EngineChoice::Auto,
+        Some(Some("fault")) => EngineChoice::Fault(fault_plan(cfg)?),
+        Some(Some(name @ ("crypto_mb" | "software" | "avx2" | "ifma"))) => {
+            EngineChoice::Named(name.to_string())
+        }
+        _ => {
+            return Err(invalid(
+                field(cfg, "engine"),
+                "expected auto, crypto_mb, avx2, ifma, software (or fault, for tests)",
+            ))
+        }
+    };
+    if cfg.typed_config.contains_key("fault") && !matches!(engine, EngineChoice::Fault(_)) {
+        return Err(invalid(field(cfg, "fault"), "only with engine: fault"));
+    }
+    Ok(ProviderConfig {
+        provider_name: cfg.provider_name.clone(),
+        private_key: private_key(cfg)?,
+        poll_delay: poll_delay(cfg, Some(Duration::from_millis(10)))?,
+        mode,
+        engine,
+        envoy_semantics: false,
+    })
+}
+
+fn fault_plan(cfg: &PrivateKeyProvider) -> Result<FaultPlan, ProviderError> {
+    let path = field(cfg, "fault");
+    let Some(v) = cfg.typed_config.get("fault") else {
+        return Ok(FaultPlan::default());
+    };
+    let obj = v
+        .as_object()
+        .ok_or_else(|| invalid(path.clone(), "expected a mapping"))?;
+    let mut plan = FaultPlan::default();
+    for (k, v) in obj {
+        let p = format!("{path}.{k}");
+        let every = || {
+            v.as_u64()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| invalid(p.clone(), "expected a positive integer"))
+        };
+        match k.as_str() {
+            "error_every" => plan.error_every = Some(every()?),
+            "corrupt_every" => plan.corrupt_every = Some(every()?),
+            "panic_every" => plan.panic_every = Some(every()?),
+            "delay" => {
+                plan.delay =
+                    Some(parse_duration(v, &p).map_err(|e| invalid(p.clone(), e.to_string()))?)
+            }
+            _ => return Err(invalid(p, "unknown field")),
+        }
+    }
+    Ok(plan)
+}

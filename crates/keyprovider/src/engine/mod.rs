@@ -1,0 +1,136 @@
+//! The engine interface: one batch call with per-lane results, and a capability query.
+//!
+//! An engine computes raw private-key operations only: RSA `x^d mod n` on an already padded
+//! block (or a ciphertext), ECDSA P-256 signatures over a digest. Hashing, padding, result
+//! verification and fallback live in the provider, so every engine (crypto_mb, our own SIMD
+//! engines, an offload device, plain software, a fault injector) is held to the same checks.
+
+pub mod crypto_mb;
+pub mod fault;
+pub mod software;
+
+use std::fmt;
+
+/// What an engine can do, for `doctor`, `/config_dump` and the batching decision.
+#[derive(Debug, Clone)]
+pub struct Capabilities {
+    /// `crypto_mb`, `software`, `avx2`, `ifma`, `fault(...)`.
+    pub name: String,
+    /// True when a batch is cheaper per operation than BoringSSL one at a time.
+    pub accelerated: bool,
+    /// Operations per batch call (8 for crypto_mb).
+    pub lanes: usize,
+    /// RSA modulus sizes this engine computes (others go to the scalar path).
+    pub rsa_bits: Vec<u32>,
+    /// Whether it signs ECDSA P-256.
+    pub ecdsa_p256: bool,
+    /// Smallest batch worth sending to this engine: below it, the provider runs the operations
+    /// on the scalar (BoringSSL) path, because one engine call costs about the same for 1 lane
+    /// as for 8. Measured per engine and CPU (see `bench/`); 1 for scalar engines.
+    pub rsa_min_batch: usize,
+    pub ecdsa_min_batch: usize,
+}
+
+/// The key parts an RSA engine needs, big-endian, no leading zeros required.
+/// `Debug` prints the modulus size only; the secret parts are wiped on drop.
+pub struct RsaKeyParts {
+    pub bits: u32,
+    pub n: Vec<u8>,
+    pub e: Vec<u8>,
+    pub d: Vec<u8>,
+    pub p: Vec<u8>,
+    pub q: Vec<u8>,
+    pub dp: Vec<u8>,
+    pub dq: Vec<u8>,
+    pub qinv: Vec<u8>,
+    /// The same key as BoringSSL holds it, for engines that compute through BoringSSL (the
+    /// software engine) and for the scalar path of partial batches.
+    pub native: Option<boring::rsa::Rsa<boring::pkey::Private>>,
+}
+
+impl fmt::Debug for RsaKeyParts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "RsaKeyParts({} bits, <secret parts redacted>)",
+            self.bits
+        )
+    }
+}
+
+impl Drop for RsaKeyParts {
+    fn drop(&mut self) {
+        for v in [
+            &mut self.d,
+            &mut self.p,
+            &mut self.q,
+            &mut self.dp,
+            &mut self.dq,
+            &mut self.qinv,
+        ] {
+            wipe(v);
+        }
+    }
+}
+
+/// ECDSA P-256 key parts: the private scalar and the public point, big-endian 32 bytes each.
+pub struct EcKeyParts {
+    pub d: Vec<u8>,
+    pub x: Vec<u8>,
+    pub y: Vec<u8>,
+    /// The same key as BoringSSL holds it (software engine, scalar path).
+    pub native: Option<boring::ec::EcKey<boring::pkey::Private>>,
+}
+
+impl fmt::Debug for EcKeyParts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("EcKeyParts(P-256, <secret redacted>)")
+    }
+}
+
+impl Drop for EcKeyParts {
+    fn drop(&mut self) {
+        wipe(&mut self.d);
+    }
+}
+
+/// Zero a secret buffer; `black_box` keeps the stores from being removed as dead.
+fn wipe(v: &mut [u8]) {
+    v.fill(0);
+    std::hint::black_box(v);
+}
+
+/// One RSA lane: `input^d mod n`. `input` is big-endian, exactly the modulus length, `< n`.
+pub struct RsaLane<'a> {
+    pub key: &'a RsaKeyParts,
+    pub input: &'a [u8],
+}
+
+/// One ECDSA lane: sign `digest` (32 bytes, SHA-256 for P-256 in TLS).
+pub struct EcdsaLane<'a> {
+    pub key: &'a EcKeyParts,
+    pub digest: &'a [u8],
+}
+
+/// Why one lane failed. Other lanes of the same batch are unaffected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LaneError {
+    #[error("this engine does not compute this key type or size")]
+    Unsupported,
+    #[error("engine error: {0}")]
+    Failed(String),
+}
+
+/// Per-lane outcome: the result bytes (RSA: big-endian, modulus length; ECDSA: DER signature).
+pub type LaneResult = Result<Vec<u8>, LaneError>;
+
+/// A computing engine. Implementations must be constant-time in the secret inputs, say how that
+/// is checked, and never log key material.
+pub trait Engine: Send + Sync + 'static {
+    fn capabilities(&self) -> &Capabilities;
+    /// Compute up to `capabilities().lanes` RSA private operations. Returns one result per lane,
+    /// in order.
+    fn rsa_private(&self, lanes: &[RsaLane<'_>]) -> Vec<LaneResult>;
+    /// Sign up to `capabilities().lanes` ECDSA P-256 digests. One result per lane, in order.
+    fn ecdsa_sign(&self, lanes: &[EcdsaLane<'_>]) -> Vec<LaneResult>;
+}

@@ -1,0 +1,150 @@
+//! Provider-held keys: parsed once, checked against what providers accept, split into the parts
+//! engines need. A queued operation holds an `Arc<ProviderKey>`, so a key reload never changes
+//! the key of an operation already in flight.
+
+use std::fmt;
+use std::sync::Arc;
+
+use boring::bn::BigNumRef;
+use boring::nid::Nid;
+use boring::pkey::{Id, PKey, Private, Public};
+
+use crate::engine::{EcKeyParts, RsaKeyParts};
+use crate::ProviderError;
+
+/// RSA modulus sizes the providers accept (Envoy's cryptomb accepts the same).
+pub const RSA_BITS: [u32; 4] = [1024, 2048, 3072, 4096];
+
+/// What kind of key a provider holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyType {
+    Rsa { bits: u32 },
+    EcdsaP256,
+}
+
+/// One private key as providers use it. `Debug` prints the type only.
+pub struct ProviderKey {
+    pub key_type: KeyType,
+    pub pkey: PKey<Private>,
+    pub rsa: Option<RsaKeyParts>,
+    pub ec: Option<EcKeyParts>,
+    /// For verifying every RSA result before it leaves the provider.
+    pub rsa_public: Option<boring::rsa::Rsa<Public>>,
+    pub ec_public: Option<boring::ec::EcKey<Public>>,
+}
+
+impl fmt::Debug for ProviderKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ProviderKey({:?})", self.key_type)
+    }
+}
+
+impl ProviderKey {
+    /// Parse and check a PEM key. `field` and `file` name where it came from, for errors.
+    pub fn from_pem(
+        pem: &[u8],
+        field: &str,
+        file: &str,
+    ) -> Result<Arc<ProviderKey>, ProviderError> {
+        let bad = |reason: String| ProviderError::Key {
+            field: field.to_string(),
+            file: file.to_string(),
+            reason,
+        };
+        let pkey =
+            PKey::private_key_from_pem(pem).map_err(|_| bad("not a PEM private key".into()))?;
+        Self::from_pkey(pkey).map_err(bad)
+    }
+
+    /// Check a parsed key and split it into engine parts.
+    pub fn from_pkey(pkey: PKey<Private>) -> Result<Arc<ProviderKey>, String> {
+        match pkey.id() {
+            Id::RSA => Self::rsa(pkey),
+            Id::EC => Self::ec(pkey),
+            other => Err(format!(
+                "unsupported key type {other:?}: providers take RSA or ECDSA P-256 keys"
+            )),
+        }
+    }
+
+    fn rsa(pkey: PKey<Private>) -> Result<Arc<ProviderKey>, String> {
+        let rsa = pkey.rsa().map_err(|e| format!("unreadable RSA key: {e}"))?;
+        let bits = pkey.bits();
+        if !RSA_BITS.contains(&bits) {
+            return Err(format!(
+                "RSA-{bits} is not supported: providers take RSA 1024, 2048, 3072 or 4096"
+            ));
+        }
+        if rsa.e().to_vec() != [1, 0, 1] {
+            return Err("RSA public exponent must be 65537".into());
+        }
+        let part = |b: Option<&BigNumRef>| {
+            b.map(BigNumRef::to_vec)
+                .ok_or("RSA key lacks its CRT parameters")
+        };
+        let parts = RsaKeyParts {
+            bits,
+            n: rsa.n().to_vec(),
+            e: rsa.e().to_vec(),
+            d: rsa.d().to_vec(),
+            p: part(rsa.p())?,
+            q: part(rsa.q())?,
+            dp: part(rsa.dmp1())?,
+            dq: part(rsa.dmq1())?,
+            qinv: part(rsa.iqmp())?,
+            native: Some(rsa.clone()),
+        };
+        let public = boring::rsa::Rsa::from_public_components(
+            rsa.n().to_owned().map_err(|e| e.to_string())?,
+            rsa.e().to_owned().map_err(|e| e.to_string())?,
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Arc::new(ProviderKey {
+            key_type: KeyType::Rsa { bits },
+            pkey,
+            rsa: Some(parts),
+            ec: None,
+            rsa_public: Some(public),
+            ec_public: None,
+        }))
+    }
+
+    fn ec(pkey: PKey<Private>) -> Result<Arc<ProviderKey>, String> {
+        let ec = pkey
+            .ec_key()
+            .map_err(|e| format!("unreadable EC key: {e}"))?;
+        if ec.group().curve_name() != Some(Nid::X9_62_PRIME256V1) {
+            return Err("only the P-256 curve is supported for ECDSA keys".into());
+        }
+        let mut ctx = boring::bn::BigNumContext::new().map_err(|e| e.to_string())?;
+        let (mut x, mut y) = (
+            boring::bn::BigNum::new().map_err(|e| e.to_string())?,
+            boring::bn::BigNum::new().map_err(|e| e.to_string())?,
+        );
+        ec.public_key()
+            .affine_coordinates_gfp(ec.group(), &mut x, &mut y, &mut ctx)
+            .map_err(|e| e.to_string())?;
+        let pad32 = |b: &BigNumRef| b.to_vec_padded(32).map_err(|e| e.to_string());
+        let public = boring::ec::EcKey::from_public_key(ec.group(), ec.public_key())
+            .map_err(|e| e.to_string())?;
+        let parts = EcKeyParts {
+            d: pad32(ec.private_key())?,
+            x: pad32(&x)?,
+            y: pad32(&y)?,
+            native: Some(ec.clone()),
+        };
+        Ok(Arc::new(ProviderKey {
+            key_type: KeyType::EcdsaP256,
+            pkey,
+            rsa: None,
+            ec: Some(parts),
+            rsa_public: None,
+            ec_public: Some(public),
+        }))
+    }
+
+    /// Modulus length in bytes (RSA) or 0.
+    pub fn rsa_len(&self) -> usize {
+        self.rsa.as_ref().map_or(0, |r| r.n.len())
+    }
+}

@@ -1,0 +1,238 @@
+//! A provider instance (one per certificate): its engine, batching mode and the processing of
+//! a batch: engine call, per-lane check with the public key, software redo, replies, stats.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::batch::BatchingMode;
+use crate::engine::software::{ecdsa_one, rsa_one};
+use crate::engine::{EcdsaLane, Engine, LaneError, LaneResult, RsaLane};
+use crate::padding::rsa_result_is_valid;
+use crate::queue::{OpClass, OpError, OpKind, OpResult, PendingOp};
+use crate::stats::ProviderStats;
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+pub struct ProviderCore {
+    pub id: u64,
+    pub engine: Arc<dyn Engine>,
+    pub mode: BatchingMode,
+    pub poll_delay: Duration,
+    /// Send batches below the engine's crossover to the scalar path (quickshake.batching);
+    /// Envoy's cryptomb always uses its engine.
+    pub use_crossover: bool,
+    /// On an engine error, redo the operation in software instead of failing the handshake.
+    pub fallback: bool,
+    pub stats: ProviderStats,
+    created: Instant,
+    /// Seconds after `created` of the last problem logged (+1; 0 = never).
+    last_log: AtomicU64,
+}
+
+impl ProviderCore {
+    pub fn new(
+        engine: Arc<dyn Engine>,
+        mode: BatchingMode,
+        poll_delay: Duration,
+        use_crossover: bool,
+        fallback: bool,
+        stats: ProviderStats,
+    ) -> Self {
+        ProviderCore {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            engine,
+            mode,
+            poll_delay,
+            use_crossover,
+            fallback,
+            stats,
+            created: Instant::now(),
+            last_log: AtomicU64::new(0),
+        }
+    }
+
+    pub fn lanes(&self) -> usize {
+        self.engine.capabilities().lanes.clamp(1, 8)
+    }
+
+    /// Process one batch and reply to every operation in it.
+    pub fn process(&self, class: OpClass, batch: Vec<PendingOp>) {
+        let caps = self.engine.capabilities();
+        let size = batch.len();
+        let min = match class {
+            OpClass::Rsa => {
+                self.stats.rsa_queue_sizes.record(size as f64);
+                caps.rsa_min_batch
+            }
+            OpClass::Ecdsa => {
+                self.stats.ecdsa_queue_sizes.record(size as f64);
+                caps.ecdsa_min_batch
+            }
+        };
+        for op in &batch {
+            match op.kind {
+                OpKind::RsaSign => self.stats.rsa_sign.inc(),
+                OpKind::RsaDecrypt => self.stats.rsa_decrypt.inc(),
+                OpKind::EcdsaSign => self.stats.ecdsa_sign.inc(),
+            }
+        }
+        let scalar = self.use_crossover && size < min;
+        let results = if scalar {
+            self.stats.scalar_path.add(size as u64);
+            batch.iter().map(scalar_one).collect()
+        } else {
+            self.run_engine(class, &batch)
+        };
+        for (op, raw) in batch.into_iter().zip(results) {
+            let result = self.check(&op, raw);
+            if result.is_err() {
+                self.stats.failed.inc();
+            }
+            self.stats
+                .op_wait_ms
+                .record(op.enqueued.elapsed().as_secs_f64() * 1000.0);
+            // The handshake may be gone (client closed); nothing to do then.
+            let _ = op.reply.send(result);
+        }
+    }
+
+    /// The engine call, contained: a panic fails the lanes of this batch only.
+    fn run_engine(&self, class: OpClass, batch: &[PendingOp]) -> Vec<LaneResult> {
+        let outcome = catch_unwind(AssertUnwindSafe(|| match class {
+            OpClass::Rsa => {
+                let lanes: Vec<RsaLane<'_>> = batch
+                    .iter()
+                    .filter_map(|op| {
+                        op.key.rsa.as_ref().map(|key| RsaLane {
+                            key,
+                            input: &op.input,
+                        })
+                    })
+                    .collect();
+                if lanes.len() != batch.len() {
+                    return vec![Err(LaneError::Unsupported); batch.len()];
+                }
+                self.engine.rsa_private(&lanes)
+            }
+            OpClass::Ecdsa => {
+                let lanes: Vec<EcdsaLane<'_>> = batch
+                    .iter()
+                    .filter_map(|op| {
+                        op.key.ec.as_ref().map(|key| EcdsaLane {
+                            key,
+                            digest: &op.input,
+                        })
+                    })
+                    .collect();
+                if lanes.len() != batch.len() {
+                    return vec![Err(LaneError::Unsupported); batch.len()];
+                }
+                self.engine.ecdsa_sign(&lanes)
+            }
+        }));
+        match outcome {
+            Ok(r) if r.len() == batch.len() => r,
+            Ok(_) => vec![
+                Err(LaneError::Failed(
+                    "engine returned the wrong number of lanes".into()
+                ));
+                batch.len()
+            ],
+            Err(_) => vec![Err(LaneError::Failed("engine panicked".into())); batch.len()],
+        }
+    }
+
+    /// Check a lane's result; redo in software when the check fails, or on an engine error when
+    /// fallback is on.
+    fn check(&self, op: &PendingOp, raw: LaneResult) -> OpResult {
+        match raw {
+            Ok(v) if result_is_valid(op, &v) => Ok(v),
+            Ok(_) => {
+                self.stats.verify_failed.inc();
+                self.log_once("an engine result failed the public-key check; redone in software");
+                self.software_redo(op)
+            }
+            Err(LaneError::Unsupported) => self.software_redo(op),
+            Err(LaneError::Failed(reason)) => {
+                self.stats.engine_error.inc();
+                self.log_once(&format!(
+                    "engine {} failed: {reason}",
+                    self.engine.capabilities().name
+                ));
+                if self.fallback {
+                    self.software_redo(op)
+                } else {
+                    Err(OpError::Engine(reason))
+                }
+            }
+        }
+    }
+
+    fn software_redo(&self, op: &PendingOp) -> OpResult {
+        self.stats.software_retry.inc();
+        match scalar_one(op) {
+            Ok(v) if result_is_valid(op, &v) => Ok(v),
+            Ok(_) => Err(OpError::Verify),
+            Err(_) => Err(OpError::Unsupported),
+        }
+    }
+
+    /// Log a provider problem once per burst (the first, then at most once a minute).
+    fn log_once(&self, msg: &str) {
+        let now = self.created.elapsed().as_secs() + 1;
+        let last = self.last_log.load(Ordering::Relaxed);
+        if (last == 0 || now >= last + 60)
+            && self
+                .last_log
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(
+                provider = self.id,
+                "{msg} (further reports within a minute are counted, not logged)"
+            );
+        }
+    }
+}
+
+/// One operation on BoringSSL.
+fn scalar_one(op: &PendingOp) -> LaneResult {
+    match op.kind {
+        OpKind::RsaSign | OpKind::RsaDecrypt => {
+            let key = op.key.rsa.as_ref().ok_or(LaneError::Unsupported)?;
+            rsa_one(&RsaLane {
+                key,
+                input: &op.input,
+            })
+        }
+        OpKind::EcdsaSign => {
+            let key = op.key.ec.as_ref().ok_or(LaneError::Unsupported)?;
+            ecdsa_one(&EcdsaLane {
+                key,
+                digest: &op.input,
+            })
+        }
+    }
+}
+
+/// RSA: `result^e == input`. ECDSA: the signature verifies with the public key.
+fn result_is_valid(op: &PendingOp, result: &[u8]) -> bool {
+    match op.kind {
+        OpKind::RsaSign | OpKind::RsaDecrypt => op
+            .key
+            .rsa_public
+            .as_ref()
+            .is_some_and(|p| rsa_result_is_valid(p, &op.input, result)),
+        OpKind::EcdsaSign => {
+            let (Some(public), Ok(sig)) = (
+                op.key.ec_public.as_ref(),
+                boring::ecdsa::EcdsaSig::from_der(result),
+            ) else {
+                return false;
+            };
+            sig.verify(&op.input, public).unwrap_or(false)
+        }
+    }
+}

@@ -1,0 +1,436 @@
+//! The crypto_mb engine against the real library, checked against BoringSSL.
+//!
+//! Every test passes (after printing why) when crypto_mb is not installed
+//! (`scripts/install-crypto-mb`) or the CPU lacks AVX-512 IFMA.
+//!
+//! Throughput and crossover (not run by default):
+//! `cargo test -p quickshake-keyprovider --profile ci --test crypto_mb_engine -- --ignored --nocapture crossover`
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+use boring::bn::{BigNumContext, BigNumRef};
+use boring::ec::{EcGroup, EcKey};
+use boring::ecdsa::EcdsaSig;
+use boring::nid::Nid;
+use boring::pkey::Private;
+use boring::rsa::{Padding, Rsa};
+use quickshake_keyprovider::engine::crypto_mb::{self, CryptoMbEngine, CryptoMbUnavailable};
+use quickshake_keyprovider::engine::{
+    EcKeyParts, EcdsaLane, Engine, LaneError, RsaKeyParts, RsaLane,
+};
+
+/// Environment variables are process-global: every test that loads the engine holds this lock,
+/// and the test that sets `QUICKSHAKE_HIDE_ENGINES` does so only while holding it.
+static ENV_LOCK: Mutex<()> = Mutex::new(());
+
+fn env_lock() -> MutexGuard<'static, ()> {
+    ENV_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn engine() -> Option<CryptoMbEngine> {
+    let _g = env_lock();
+    match CryptoMbEngine::load() {
+        Ok(e) => Some(e),
+        Err(why) => {
+            eprintln!("crypto_mb unavailable, skipping: {why}");
+            None
+        }
+    }
+}
+
+fn bytes(b: Option<&BigNumRef>) -> Vec<u8> {
+    b.expect("CRT part present").to_vec()
+}
+
+fn rsa_parts(rsa: &Rsa<Private>) -> RsaKeyParts {
+    RsaKeyParts {
+        bits: rsa.n().num_bits() as u32,
+        n: rsa.n().to_vec(),
+        e: rsa.e().to_vec(),
+        d: rsa.d().to_vec(),
+        p: bytes(rsa.p()),
+        q: bytes(rsa.q()),
+        dp: bytes(rsa.dmp1()),
+        dq: bytes(rsa.dmq1()),
+        qinv: bytes(rsa.iqmp()),
+        native: None,
+    }
+}
+
+fn random_input(len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    boring::rand::rand_bytes(&mut v).unwrap();
+    v[0] = 0; // < n, whose top byte is >= 0x80
+    v
+}
+
+fn boring_raw(rsa: &Rsa<Private>, input: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; rsa.size() as usize];
+    let n = rsa.private_decrypt(input, &mut out, Padding::NONE).unwrap();
+    out.truncate(n);
+    out
+}
+
+struct RsaKey {
+    rsa: Rsa<Private>,
+    parts: RsaKeyParts,
+}
+
+fn rsa_keys(bits: u32, count: usize) -> Vec<RsaKey> {
+    (0..count)
+        .map(|_| {
+            let rsa = Rsa::generate(bits).unwrap();
+            let parts = rsa_parts(&rsa);
+            RsaKey { rsa, parts }
+        })
+        .collect()
+}
+
+/// Run `lanes` lanes over `keys` (cyclically) and compare each with BoringSSL.
+fn check_rsa_batch(engine: &CryptoMbEngine, keys: &[RsaKey], lanes: usize) {
+    let inputs: Vec<Vec<u8>> = (0..lanes)
+        .map(|i| random_input(keys[i % keys.len()].parts.n.len()))
+        .collect();
+    let batch: Vec<RsaLane<'_>> = (0..lanes)
+        .map(|i| RsaLane {
+            key: &keys[i % keys.len()].parts,
+            input: &inputs[i],
+        })
+        .collect();
+    let results = engine.rsa_private(&batch);
+    assert_eq!(results.len(), lanes);
+    for (i, r) in results.into_iter().enumerate() {
+        let key = &keys[i % keys.len()];
+        let got = r.unwrap_or_else(|e| {
+            panic!("lane {i} of {lanes} ({} bits) failed: {e}", key.parts.bits)
+        });
+        assert_eq!(
+            got,
+            boring_raw(&key.rsa, &inputs[i]),
+            "lane {i} of {lanes} ({} bits)",
+            key.parts.bits
+        );
+    }
+}
+
+#[test]
+fn rsa_2048_batches_of_1_to_8_match_boringssl() {
+    let Some(engine) = engine() else { return };
+    let keys = rsa_keys(2048, 8);
+    for lanes in 1..=8 {
+        check_rsa_batch(&engine, &keys, lanes);
+    }
+    // More lanes than one call holds: split into calls of 8.
+    check_rsa_batch(&engine, &keys, 19);
+}
+
+#[test]
+fn rsa_other_sizes_match_boringssl() {
+    let Some(engine) = engine() else { return };
+    for (bits, count) in [(1024, 8), (3072, 3), (4096, 2)] {
+        let keys = rsa_keys(bits, count);
+        check_rsa_batch(&engine, &keys, 1);
+        check_rsa_batch(&engine, &keys, 8);
+    }
+}
+
+#[test]
+fn rsa_mixed_sizes_and_bad_lanes() {
+    let Some(engine) = engine() else { return };
+    let k2 = rsa_keys(2048, 2);
+    let k3 = rsa_keys(3072, 1);
+    let k1536 = rsa_keys(1536, 1);
+    let in2a = random_input(256);
+    let in3 = random_input(384);
+    let in2b = random_input(256);
+    let too_big = k2[0].parts.n.clone(); // input == n
+    let short = vec![1u8; 100];
+    let in1536 = random_input(192);
+    let lanes = [
+        RsaLane {
+            key: &k2[0].parts,
+            input: &in2a,
+        },
+        RsaLane {
+            key: &k3[0].parts,
+            input: &in3,
+        },
+        RsaLane {
+            key: &k2[0].parts,
+            input: &too_big,
+        },
+        RsaLane {
+            key: &k1536[0].parts,
+            input: &in1536,
+        },
+        RsaLane {
+            key: &k2[1].parts,
+            input: &short,
+        },
+        RsaLane {
+            key: &k2[1].parts,
+            input: &in2b,
+        },
+    ];
+    let r = engine.rsa_private(&lanes);
+    assert_eq!(r.len(), 6);
+    assert_eq!(r[0].as_ref().unwrap(), &boring_raw(&k2[0].rsa, &in2a));
+    assert_eq!(r[1].as_ref().unwrap(), &boring_raw(&k3[0].rsa, &in3));
+    assert!(matches!(r[2], Err(LaneError::Failed(_))), "{:?}", r[2]);
+    assert_eq!(r[3], Err(LaneError::Unsupported));
+    assert!(matches!(r[4], Err(LaneError::Failed(_))), "{:?}", r[4]);
+    assert_eq!(r[5].as_ref().unwrap(), &boring_raw(&k2[1].rsa, &in2b));
+    assert!(engine.rsa_private(&[]).is_empty());
+}
+
+struct EcKeyPair {
+    key: EcKey<Private>,
+    parts: EcKeyParts,
+}
+
+fn ec_keys(count: usize) -> Vec<EcKeyPair> {
+    let group = EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap();
+    let mut ctx = BigNumContext::new().unwrap();
+    (0..count)
+        .map(|_| {
+            let key = EcKey::generate(&group).unwrap();
+            let mut x = boring::bn::BigNum::new().unwrap();
+            let mut y = boring::bn::BigNum::new().unwrap();
+            key.public_key()
+                .affine_coordinates_gfp(&group, &mut x, &mut y, &mut ctx)
+                .unwrap();
+            let parts = EcKeyParts {
+                d: key.private_key().to_vec_padded(32).unwrap(),
+                x: x.to_vec_padded(32).unwrap(),
+                y: y.to_vec_padded(32).unwrap(),
+                native: None,
+            };
+            EcKeyPair { key, parts }
+        })
+        .collect()
+}
+
+fn check_ecdsa_batch(engine: &CryptoMbEngine, keys: &[EcKeyPair], digests: &[Vec<u8>]) {
+    let lanes: Vec<EcdsaLane<'_>> = digests
+        .iter()
+        .enumerate()
+        .map(|(i, d)| EcdsaLane {
+            key: &keys[i % keys.len()].parts,
+            digest: d,
+        })
+        .collect();
+    let results = engine.ecdsa_sign(&lanes);
+    assert_eq!(results.len(), digests.len());
+    for (i, r) in results.into_iter().enumerate() {
+        let der = r.unwrap_or_else(|e| panic!("ECDSA lane {i} failed: {e}"));
+        let sig = EcdsaSig::from_der(&der).unwrap();
+        assert_eq!(sig.to_der().unwrap(), der, "lane {i}: DER not minimal");
+        assert!(
+            sig.verify(&digests[i], &keys[i % keys.len()].key).unwrap(),
+            "lane {i}: signature does not verify"
+        );
+    }
+}
+
+#[test]
+fn ecdsa_p256_signatures_verify() {
+    let Some(engine) = engine() else { return };
+    assert!(engine.capabilities().ecdsa_p256);
+    let keys = ec_keys(8);
+    for lanes in 1..=8 {
+        let digests: Vec<Vec<u8>> = (0..lanes)
+            .map(|i| boring::sha::sha256(&[i as u8; 40]).to_vec())
+            .collect();
+        check_ecdsa_batch(&engine, &keys, &digests);
+    }
+    // 11 lanes (two calls), including a digest >= n and a short one.
+    let mut digests: Vec<Vec<u8>> = (0..9)
+        .map(|i| boring::sha::sha256(&[i as u8; 3]).to_vec())
+        .collect();
+    digests.push(vec![0xFF; 32]);
+    digests.push(vec![0x5A; 20]);
+    check_ecdsa_batch(&engine, &keys, &digests);
+    // crypto_mb refuses a zero message (ECDSA allows it): that lane fails, the others sign.
+    let zero = [0u8; 32];
+    let d1 = boring::sha::sha256(b"other lane");
+    let r = engine.ecdsa_sign(&[
+        EcdsaLane {
+            key: &keys[0].parts,
+            digest: &zero,
+        },
+        EcdsaLane {
+            key: &keys[2].parts,
+            digest: &d1,
+        },
+    ]);
+    assert!(matches!(r[0], Err(LaneError::Failed(_))), "{:?}", r[0]);
+    assert!(EcdsaSig::from_der(r[1].as_ref().unwrap())
+        .unwrap()
+        .verify(&d1, &keys[2].key)
+        .unwrap());
+    // The same digest and key twice gives different signatures (fresh nonces).
+    let d = boring::sha::sha256(b"same");
+    let lanes = [
+        EcdsaLane {
+            key: &keys[0].parts,
+            digest: &d,
+        },
+        EcdsaLane {
+            key: &keys[0].parts,
+            digest: &d,
+        },
+    ];
+    let r = engine.ecdsa_sign(&lanes);
+    assert_ne!(r[0].as_ref().unwrap(), r[1].as_ref().unwrap());
+    // A zero private key fails its lane only.
+    let bad = EcKeyParts {
+        d: vec![0; 32],
+        x: vec![0; 32],
+        y: vec![0; 32],
+        native: None,
+    };
+    let r = engine.ecdsa_sign(&[
+        EcdsaLane {
+            key: &bad,
+            digest: &d,
+        },
+        EcdsaLane {
+            key: &keys[1].parts,
+            digest: &d,
+        },
+    ]);
+    assert!(matches!(r[0], Err(LaneError::Failed(_))));
+    let sig = EcdsaSig::from_der(r[1].as_ref().unwrap()).unwrap();
+    assert!(sig.verify(&d, &keys[1].key).unwrap());
+}
+
+#[test]
+fn capabilities_and_probe() {
+    let Some(engine) = engine() else { return };
+    let caps = engine.capabilities();
+    assert_eq!(caps.name, "crypto_mb");
+    assert!(caps.accelerated);
+    assert_eq!(caps.lanes, 8);
+    assert_eq!(caps.rsa_bits, vec![1024, 2048, 3072, 4096]);
+    assert!(caps.rsa_min_batch >= 1 && caps.rsa_min_batch <= 8);
+    let probe = {
+        let _g = env_lock();
+        crypto_mb::probe()
+    };
+    assert!(probe.loaded && probe.applicable, "{probe:?}");
+    assert!(probe.reason.is_none(), "{probe:?}");
+    eprintln!("crypto_mb probe: {probe:?}; engine: {engine:?}");
+}
+
+#[test]
+fn hidden_by_env() {
+    let _g = env_lock();
+    let old = std::env::var_os(crypto_mb::HIDE_ENV);
+    for value in ["crypto_mb", "software,crypto_mb", "all"] {
+        std::env::set_var(crypto_mb::HIDE_ENV, value);
+        let err = CryptoMbEngine::load().expect_err("hidden engine must not load");
+        assert_eq!(err, CryptoMbUnavailable::Hidden);
+        assert!(
+            err.reason().contains("hidden by QUICKSHAKE_HIDE_ENGINES"),
+            "{err}"
+        );
+        let probe = crypto_mb::probe();
+        assert!(!probe.loaded);
+        assert!(probe
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("hidden by QUICKSHAKE_HIDE_ENGINES"));
+    }
+    std::env::set_var(crypto_mb::HIDE_ENV, "software");
+    if let Err(e) = CryptoMbEngine::load() {
+        assert_ne!(e, CryptoMbUnavailable::Hidden);
+    }
+    match old {
+        Some(v) => std::env::set_var(crypto_mb::HIDE_ENV, v),
+        None => std::env::remove_var(crypto_mb::HIDE_ENV),
+    }
+}
+
+fn per_op<F: FnMut()>(iters: usize, mut f: F) -> f64 {
+    f();
+    let t = Instant::now();
+    for _ in 0..iters {
+        f();
+    }
+    t.elapsed().as_secs_f64() / iters as f64
+}
+
+/// Prints BoringSSL's time per operation, crypto_mb's time per call for 1..8 lanes, and the
+/// smallest batch for which one crypto_mb call beats that many BoringSSL operations.
+#[test]
+#[ignore = "benchmark: run with --ignored --nocapture"]
+fn crossover() {
+    let Some(engine) = engine() else { return };
+    let keys = rsa_keys(2048, 8);
+    let inputs: Vec<Vec<u8>> = (0..8).map(|_| random_input(256)).collect();
+    let scalar = per_op(400, || {
+        std::hint::black_box(boring_raw(&keys[0].rsa, &inputs[0]));
+    });
+    println!(
+        "RSA-2048 BoringSSL: {:.3} ms/op ({:.0} op/s)",
+        scalar * 1e3,
+        1.0 / scalar
+    );
+    let mut crossover = None;
+    for lanes in 1..=8 {
+        let batch: Vec<RsaLane<'_>> = (0..lanes)
+            .map(|i| RsaLane {
+                key: &keys[i].parts,
+                input: &inputs[i],
+            })
+            .collect();
+        let call = per_op(200, || {
+            std::hint::black_box(engine.rsa_private(&batch));
+        });
+        println!(
+            "RSA-2048 crypto_mb {lanes} lanes: {:.3} ms/call, {:.3} ms/op, {:.0} op/s",
+            call * 1e3,
+            call * 1e3 / lanes as f64,
+            lanes as f64 / call
+        );
+        if crossover.is_none() && call < lanes as f64 * scalar {
+            crossover = Some(lanes);
+        }
+    }
+    println!("RSA-2048 crossover (crypto_mb call < lanes x BoringSSL): {crossover:?}");
+
+    let ec = ec_keys(8);
+    let digests: Vec<[u8; 32]> = (0..8).map(|i| boring::sha::sha256(&[i as u8])).collect();
+    let scalar = per_op(4000, || {
+        std::hint::black_box(EcdsaSig::sign(&digests[0], &ec[0].key).unwrap());
+    });
+    println!(
+        "P-256 BoringSSL: {:.4} ms/sign ({:.0} op/s)",
+        scalar * 1e3,
+        1.0 / scalar
+    );
+    let mut crossover = None;
+    for lanes in 1..=8 {
+        let batch: Vec<EcdsaLane<'_>> = (0..lanes)
+            .map(|i| EcdsaLane {
+                key: &ec[i].parts,
+                digest: &digests[i],
+            })
+            .collect();
+        let call = per_op(2000, || {
+            std::hint::black_box(engine.ecdsa_sign(&batch));
+        });
+        println!(
+            "P-256 crypto_mb {lanes} lanes: {:.4} ms/call, {:.4} ms/op, {:.0} op/s",
+            call * 1e3,
+            call * 1e3 / lanes as f64,
+            lanes as f64 / call
+        );
+        if crossover.is_none() && call < lanes as f64 * scalar {
+            crossover = Some(lanes);
+        }
+    }
+    println!("P-256 crossover: {crossover:?}");
+}

@@ -1,0 +1,218 @@
+//! The backend-independent part of the multi-buffer exponentiation: a
+//! [`LaneEngine`] multiplies `LANES` independent Montgomery numbers at once
+//! (each lane with its own modulus), and [`run_jobs`] drives fixed-window
+//! exponentiations on top of it.
+
+use crate::bigint::{bits_at, MAX_LIMBS};
+
+/// Exponent window width. A table of `2^WINDOW` powers is built per lane and
+/// every window multiplies by one entry, fetched by a full-table masked scan.
+pub(crate) const WINDOW: usize = 5;
+
+/// One modular exponentiation `base^exp mod modulus` (all radix-2^64,
+/// little-endian, same length `L`), plus the per-modulus constants.
+pub(crate) struct ExpJob<'a> {
+    /// Odd modulus with its top bit set (exactly `64 L` bits).
+    pub modulus: &'a [u64],
+    /// `-modulus^{-1} mod 2^64`.
+    pub n0: u64,
+    /// `R^2 mod modulus` for the engine's own `R`.
+    pub rr: &'a [u64],
+    /// `base < modulus`.
+    pub base: &'a [u64],
+    /// Secret exponent, `< 2^(64 L)`.
+    pub exp: &'a [u64],
+}
+
+/// `LANES` side-by-side Montgomery multiplications.
+///
+/// Results may be "almost reduced" (`< 2 * modulus`, as long as inputs are),
+/// the final reduction is done by the caller in radix 2^64.
+pub(crate) trait LaneEngine {
+    /// `LANES` numbers in the engine's representation.
+    type Num: Copy;
+    /// Per-lane moduli and Montgomery constants.
+    type Ctx;
+    /// Lanes per [`Self::Num`].
+    const LANES: usize;
+    fn ctx(&self, jobs: &[&ExpJob<'_>]) -> Self::Ctx;
+    /// Packs one radix-2^64 value per lane.
+    fn load(&self, vals: &[&[u64]]) -> Self::Num;
+    /// Unpacks each lane to radix 2^64 (`out[lane]` has `L + 1` limbs).
+    fn store(&self, x: &Self::Num, out: &mut [&mut [u64]]);
+    fn mul(&self, ctx: &Self::Ctx, a: &Self::Num, b: &Self::Num) -> Self::Num;
+    fn sqr(&self, ctx: &Self::Ctx, a: &Self::Num) -> Self::Num;
+    /// Constant time: lane `l` of the result is lane `l` of `table[idx[l]]`,
+    /// found by scanning the whole table with masks.
+    fn select(&self, table: &[Self::Num], idx: &[u64]) -> Self::Num;
+    /// Overwrites secret temporaries.
+    fn wipe(&self, x: &mut Self::Num);
+}
+
+/// Fixed-window exponentiation of one group of `E::LANES` lanes.
+/// Returns each lane's `base^exp mod modulus` in the engine representation,
+/// converted out of Montgomery form but possibly not fully reduced (`<= modulus`).
+fn mod_exp_group<E: LaneEngine>(
+    e: &E,
+    ctx: &E::Ctx,
+    jobs: &[&ExpJob<'_>],
+    exp_bits: usize,
+) -> E::Num {
+    let lanes = E::LANES;
+    debug_assert_eq!(jobs.len(), lanes);
+    let l = jobs[0].modulus.len();
+    let mut one_limbs = [0u64; MAX_LIMBS];
+    one_limbs[0] = 1;
+    let one_ref: &[u64] = &one_limbs[..l];
+    let ones: Vec<&[u64]> = vec![one_ref; lanes];
+    let one = e.load(&ones);
+    let rrs: Vec<&[u64]> = jobs.iter().map(|j| j.rr).collect();
+    let rr = e.load(&rrs);
+    let bases: Vec<&[u64]> = jobs.iter().map(|j| j.base).collect();
+    let mut base = e.load(&bases);
+
+    let mut table: Vec<E::Num> = Vec::with_capacity(1 << WINDOW);
+    table.push(e.mul(ctx, &rr, &one)); // R mod m: Montgomery one
+    table.push(e.mul(ctx, &base, &rr)); // base * R mod m
+    for k in 2..(1 << WINDOW) {
+        let v = if k % 2 == 0 {
+            e.sqr(ctx, &table[k / 2])
+        } else {
+            e.mul(ctx, &table[k - 1], &table[1])
+        };
+        table.push(v);
+    }
+
+    let nwin = exp_bits.div_ceil(WINDOW);
+    let mut idx = [0u64; 16];
+    let window = |idx: &mut [u64; 16], w: usize| {
+        for (i, j) in idx.iter_mut().zip(jobs) {
+            *i = bits_at(j.exp, w * WINDOW, WINDOW as u32);
+        }
+    };
+    window(&mut idx, nwin - 1);
+    let mut acc = e.select(&table, &idx[..lanes]);
+    for w in (0..nwin - 1).rev() {
+        for _ in 0..WINDOW {
+            acc = e.sqr(ctx, &acc);
+        }
+        window(&mut idx, w);
+        let mut t = e.select(&table, &idx[..lanes]);
+        acc = e.mul(ctx, &acc, &t);
+        e.wipe(&mut t);
+    }
+    idx.fill(0);
+    core::hint::black_box(&idx);
+    let res = e.mul(ctx, &acc, &one);
+    e.wipe(&mut acc);
+    e.wipe(&mut base);
+    for t in table.iter_mut() {
+        e.wipe(t);
+    }
+    res
+}
+
+/// Runs every job, `E::LANES` at a time (a short last group is padded with
+/// copies of its first job). All jobs must share one modulus length `L`.
+/// Returns each result fully reduced, `L` limbs.
+pub(crate) fn run_jobs<E: LaneEngine>(e: &E, jobs: &[ExpJob<'_>]) -> Vec<Vec<u64>> {
+    let mut results = Vec::with_capacity(jobs.len());
+    if jobs.is_empty() {
+        return results;
+    }
+    let l = jobs[0].modulus.len();
+    assert!(jobs
+        .iter()
+        .all(|j| j.modulus.len() == l && j.base.len() == l && j.rr.len() == l && j.exp.len() == l));
+    assert!(E::LANES <= 16);
+    for chunk in jobs.chunks(E::LANES) {
+        let mut group: Vec<&ExpJob<'_>> = chunk.iter().collect();
+        while group.len() < E::LANES {
+            group.push(&chunk[0]);
+        }
+        let ctx = e.ctx(&group);
+        let mut res = mod_exp_group(e, &ctx, &group, 64 * l);
+        let mut outs: Vec<Vec<u64>> = vec![vec![0u64; l + 1]; E::LANES];
+        {
+            let mut refs: Vec<&mut [u64]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
+            e.store(&res, &mut refs);
+        }
+        e.wipe(&mut res);
+        for (mut out, job) in outs.into_iter().zip(chunk) {
+            let top = out[l];
+            crate::bigint::reduce_once(&mut out[..l], top, job.modulus);
+            out.truncate(l);
+            results.push(out);
+        }
+    }
+    results
+}
+
+/// Repeated Montgomery multiplication (or squaring when `b` is `None`) per
+/// lane, kept in the engine representation; see `mont_mul_1024_lanes`.
+pub(crate) fn mont_chain<E: LaneEngine, const L: usize>(
+    e: &E,
+    a: &[[u64; L]],
+    b: Option<&[[u64; L]]>,
+    n: &[[u64; L]],
+    iterations: usize,
+) -> Vec<[u64; L]> {
+    let mut results = Vec::with_capacity(a.len());
+    for start in (0..a.len()).step_by(E::LANES) {
+        let lane_idx: Vec<usize> = (0..E::LANES)
+            .map(|k| {
+                if start + k < a.len() {
+                    start + k
+                } else {
+                    start
+                }
+            })
+            .collect();
+        let n0s: Vec<u64> = lane_idx
+            .iter()
+            .map(|&i| crate::bigint::neg_inv_u64(n[i][0]))
+            .collect();
+        let jobs: Vec<ExpJob<'_>> = lane_idx
+            .iter()
+            .zip(&n0s)
+            .map(|(&i, &n0)| ExpJob {
+                modulus: &n[i],
+                n0,
+                rr: &n[i],
+                base: &a[i],
+                exp: &a[i],
+            })
+            .collect();
+        let refs: Vec<&ExpJob<'_>> = jobs.iter().collect();
+        let ctx = e.ctx(&refs);
+        let av: Vec<&[u64]> = lane_idx.iter().map(|&i| &a[i][..]).collect();
+        let mut x = e.load(&av);
+        let bv = b.map(|b| {
+            let bv: Vec<&[u64]> = lane_idx.iter().map(|&i| &b[i][..]).collect();
+            e.load(&bv)
+        });
+        for _ in 0..iterations {
+            x = match &bv {
+                Some(bv) => e.mul(&ctx, &x, bv),
+                None => e.sqr(&ctx, &x),
+            };
+        }
+        let mut outs: Vec<Vec<u64>> = vec![vec![0u64; L + 1]; E::LANES];
+        {
+            let mut refs: Vec<&mut [u64]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
+            e.store(&x, &mut refs);
+        }
+        for (k, out) in outs
+            .iter_mut()
+            .enumerate()
+            .take((a.len() - start).min(E::LANES))
+        {
+            let top = out[L];
+            crate::bigint::reduce_once(&mut out[..L], top, &n[lane_idx[k]]);
+            let mut r = [0u64; L];
+            r.copy_from_slice(&out[..L]);
+            results.push(r);
+        }
+    }
+    results
+}

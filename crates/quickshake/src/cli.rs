@@ -1,0 +1,63 @@
+//! The command line, Envoy's where the meaning is the same.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "quickshake",
+    version,
+    about = "A TLS-terminating gateway that makes new TLS connections cheap"
+)]
+pub struct Cli {
+    /// Envoy v3 bootstrap configuration file (YAML or JSON).
+    #[arg(short = 'c', long = "config-path", global = true)]
+    pub config: Option<PathBuf>,
+    /// Worker threads (default: the CPUs this process may run on).
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Accepted for Envoy compatibility: the default concurrency already follows the CPU set.
+    #[arg(long = "cpuset-threads")]
+    pub cpuset_threads: bool,
+    /// trace, debug, info, warning/warn, error, critical, off.
+    #[arg(short = 'l', long = "log-level", default_value = "info")]
+    pub log_level: String,
+    /// `serve` runs; `validate` checks the configuration (certificates and keys included) and exits.
+    #[arg(long, value_enum, default_value = "serve")]
+    pub mode: Mode,
+    /// Seconds a drain (SIGTERM, /quitquitquit) waits for open connections.
+    #[arg(long = "drain-time-s", default_value_t = 10)]
+    pub drain_time_s: u64,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    Serve,
+    Validate,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Report CPU features, acceleration engines, QAT devices and, with -c, which engine each key gets.
+    Doctor {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Map Envoy's log level names onto tracing's.
+pub fn tracing_level(level: &str) -> Result<&'static str, String> {
+    Ok(match level.to_ascii_lowercase().as_str() {
+        "trace" => "trace",
+        "debug" => "debug",
+        "info" => "info",
+        "warning" | "warn" => "warn",
+        "error" | "critical" => "error",
+        "off" => "off",
+        other => return Err(format!("--log-level: unknown level '{other}' (trace, debug, info, warning, error, critical, off)")),
+    })
+}

@@ -1,0 +1,197 @@
+//! The `quickshake` binary: command line, logging, and wiring of configuration, providers,
+//! workers and the admin endpoint. Errors get their context here and end the process with a
+//! message that names the field or file at fault.
+#![forbid(unsafe_code)]
+
+mod cli;
+mod doctor;
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use quickshake_admin::AdminState;
+use quickshake_config::Bootstrap;
+use quickshake_keyprovider::Providers;
+use quickshake_server::admin_state::GatewayAdmin;
+use quickshake_server::{build_listeners, DrainHandle, Gateway, GatewayOptions};
+use quickshake_stats::Store;
+
+use cli::{Cli, Command, Mode};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = match cli::tracing_level(&cli.log_level) {
+        Ok(l) => l,
+        Err(e) => return fail(&e),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+
+    if let Some(Command::Doctor { json }) = &cli.command {
+        return doctor::run(cli.config.as_deref(), *json, concurrency(&cli));
+    }
+    let Some(path) = cli.config.clone() else {
+        return fail("a configuration is required: quickshake -c FILE");
+    };
+    let cfg = match quickshake_config::load_file(&path) {
+        Ok(c) => c,
+        Err(e) => {
+            return fail(&format!(
+                "error initializing configuration '{}': {e}",
+                path.display()
+            ))
+        }
+    };
+    let store = Store::new();
+    let providers = Providers::new(store.clone());
+    if cli.mode == Mode::Validate {
+        return match build_listeners(&cfg, &store, &providers) {
+            Ok(_) => {
+                println!("configuration '{}' OK", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&format!(
+                "error initializing configuration '{}': {e}",
+                path.display()
+            )),
+        };
+    }
+    match serve(&cli, &path, cfg, store, &providers) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}
+
+fn fail(msg: &str) -> ExitCode {
+    eprintln!("quickshake: {msg}");
+    ExitCode::FAILURE
+}
+
+fn concurrency(cli: &Cli) -> usize {
+    cli.concurrency
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .max(1)
+}
+
+fn serve(
+    cli: &Cli,
+    path: &std::path::Path,
+    cfg: Bootstrap,
+    store: Store,
+    providers: &Providers,
+) -> Result<(), String> {
+    let opts = GatewayOptions {
+        concurrency: concurrency(cli),
+        drain_time: Duration::from_secs(cli.drain_time_s),
+    };
+    let ctx = |e: &dyn std::fmt::Display| {
+        format!("error initializing configuration '{}': {e}", path.display())
+    };
+    // Bind admin first so a taken admin port fails before workers start.
+    let admin_listener = match &cfg.admin {
+        Some(a) => Some(bind_admin(a.address)?),
+        None => None,
+    };
+    let gateway = Gateway::start(&cfg, &opts, store.clone(), providers).map_err(|e| ctx(&e))?;
+    let drain = gateway.drain_handle();
+    let mut admin = GatewayAdmin::new(
+        store.clone(),
+        gateway.listeners.clone(),
+        cfg.config_dump(),
+        serde_json::json!({
+            "concurrency": opts.concurrency,
+            "config_path": path.display().to_string(),
+            "log_level": cli.log_level,
+            "mode": "Serve",
+            "drain_time": format!("{}s", cli.drain_time_s),
+        }),
+        drain.clone(),
+    );
+    admin.extra_dump.extend(providers.config_dump());
+    let admin: Arc<dyn AdminState> = Arc::new(admin);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the main event loop: {e}"))?;
+    rt.block_on(async {
+        if let Some(listener) = admin_listener {
+            start_admin(listener, admin, drain.clone())?;
+        }
+        tracing::info!(
+            workers = opts.concurrency,
+            listeners = gateway.listeners.len(),
+            "quickshake started"
+        );
+        wait_for_signal_or_drain(&drain).await;
+        Ok::<(), String>(())
+    })?;
+    tracing::info!("draining");
+    drain.drain();
+    gateway.join();
+    tracing::info!("exiting");
+    Ok(())
+}
+
+fn bind_admin(addr: SocketAddr) -> Result<std::net::TcpListener, String> {
+    let l = std::net::TcpListener::bind(addr)
+        .map_err(|e| format!("admin.address: cannot listen on {addr}: {e}"))?;
+    l.set_nonblocking(true)
+        .map_err(|e| format!("admin.address: cannot listen on {addr}: {e}"))?;
+    Ok(l)
+}
+
+fn start_admin(
+    listener: std::net::TcpListener,
+    state: Arc<dyn AdminState>,
+    drain: DrainHandle,
+) -> Result<(), String> {
+    let listener =
+        tokio::net::TcpListener::from_std(listener).map_err(|e| format!("admin.address: {e}"))?;
+    tokio::spawn(async move {
+        let shutdown = async move {
+            // The admin endpoint stays up while draining; it goes with the process.
+            std::future::pending::<()>().await;
+        };
+        if let Err(e) = quickshake_admin::serve(listener, state, shutdown).await {
+            tracing::error!(error = %e, "admin endpoint stopped");
+        }
+        drop(drain);
+    });
+    Ok(())
+}
+
+async fn wait_for_signal_or_drain(drain: &DrainHandle) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::warn!("cannot install signal handlers; stop with /quitquitquit");
+        while !drain.is_draining() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => return,
+            _ = int.recv() => return,
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                if drain.is_draining() {
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! What the admin endpoint shows of a running gateway: stats, `/server_info`, `/certs`,
+//! `/config_dump` (keys redacted by the config crate), readiness, health-check failure and
+//! `/quitquitquit`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use quickshake_admin::AdminState;
+use quickshake_stats::Store;
+use serde_json::{json, Value};
+
+use crate::{DrainHandle, ListenerShared};
+
+/// The running gateway as the admin endpoint sees it.
+pub struct GatewayAdmin {
+    pub store: Store,
+    pub listeners: Vec<Arc<ListenerShared>>,
+    pub config_dump: Value,
+    /// `{concurrency, config_path, log_level, ...}` as `/server_info`'s `command_line_options`.
+    pub command_line_options: Value,
+    /// Extra `/config_dump` sections (e.g. private key providers and their engines).
+    pub extra_dump: Vec<Value>,
+    pub drain: DrainHandle,
+    pub health_check_failed: AtomicBool,
+    pub started: Instant,
+    pub started_epoch: u64,
+}
+
+impl GatewayAdmin {
+    pub fn new(
+        store: Store,
+        listeners: Vec<Arc<ListenerShared>>,
+        config_dump: Value,
+        command_line_options: Value,
+        drain: DrainHandle,
+    ) -> Self {
+        let started_epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        store.gauge("server.live").set(1);
+        GatewayAdmin {
+            store,
+            listeners,
+            config_dump,
+            command_line_options,
+            extra_dump: Vec::new(),
+            drain,
+            health_check_failed: AtomicBool::new(false),
+            started: Instant::now(),
+            started_epoch,
+        }
+    }
+
+    fn state(&self) -> &'static str {
+        if self.drain.is_draining() {
+            "DRAINING"
+        } else {
+            "LIVE"
+        }
+    }
+}
+
+impl AdminState for GatewayAdmin {
+    fn stats(&self) -> &Store {
+        self.store
+            .gauge("server.uptime")
+            .set(self.started.elapsed().as_secs() as i64);
+        &self.store
+    }
+
+    fn server_info(&self) -> Value {
+        json!({
+            "version": format!("quickshake/{}/RELEASE/BoringSSL", env!("CARGO_PKG_VERSION")),
+            "state": self.state(),
+            "hot_restart_version": "disabled",
+            "command_line_options": self.command_line_options,
+            "uptime_current_epoch": format!("{}s", self.started.elapsed().as_secs()),
+            "uptime_all_epochs": format!("{}s", self.started.elapsed().as_secs()),
+            "node": {"id": "", "cluster": ""},
+            "started_epoch_seconds": self.started_epoch,
+        })
+    }
+
+    fn certs(&self) -> Value {
+        let mut certs = Vec::new();
+        for l in &self.listeners {
+            for chain in l.chains.load().iter() {
+                let Some(tls) = &chain.tls else { continue };
+                certs.push(json!({
+                    "listener": l.name,
+                    "server_names": chain.server_names,
+                    "ca_cert": [],
+                    "cert_chain": tls.certs.iter().map(|c| {
+                        let mut v = c.info.to_json();
+                        if let (Some(obj), Some(p)) = (v.as_object_mut(), &c.provider) {
+                            obj.insert("private_key_provider".into(), json!(p));
+                        }
+                        v
+                    }).collect::<Vec<_>>(),
+                }));
+            }
+        }
+        json!({ "certificates": certs })
+    }
+
+    fn config_dump(&self) -> Value {
+        let mut dump = self.config_dump.clone();
+        if let Some(configs) = dump.get_mut("configs").and_then(Value::as_array_mut) {
+            configs.extend(self.extra_dump.iter().cloned());
+        }
+        dump
+    }
+
+    fn is_live(&self) -> bool {
+        !self.drain.is_draining()
+    }
+
+    fn set_health_check_failed(&self, failed: bool) {
+        self.health_check_failed.store(failed, Ordering::Relaxed);
+        self.store
+            .gauge("server.health_check_failed")
+            .set(i64::from(failed));
+    }
+
+    fn quit(&self) {
+        self.drain.drain();
+    }
+
+    fn drain_listeners(&self) {
+        self.drain.drain();
+    }
+}

@@ -1,0 +1,232 @@
+//! The HTTP connection manager: hyper serving HTTP/1.1 and HTTP/2 on a (TLS) stream, Envoy's
+//! route table with direct responses, `http.<stat_prefix>.*` stats and access logs.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Request, Response, StatusCode};
+use http_body_util::Full;
+use quickshake_config::{CodecType, HttpConnectionManager, RouteAction, VirtualHost};
+use quickshake_stats::{Counter, Gauge, Histogram, Store};
+
+use crate::access_log::{AccessLogger, LogRecord};
+use crate::routing::{select_route, select_virtual_host};
+use crate::time::rfc3339_now;
+use crate::ServerError;
+
+/// Envoy's `http.<stat_prefix>.*` statistics.
+pub struct HttpStats {
+    pub downstream_rq_total: Counter,
+    pub downstream_rq_completed: Counter,
+    pub downstream_rq_xx: [Counter; 5],
+    pub downstream_rq_http1_total: Counter,
+    pub downstream_rq_http2_total: Counter,
+    pub downstream_rq_time: Histogram,
+    pub downstream_cx_total: Counter,
+    pub downstream_cx_ssl_total: Counter,
+    pub downstream_cx_http1_total: Counter,
+    pub downstream_cx_http2_total: Counter,
+    pub downstream_cx_active: Gauge,
+    pub downstream_cx_destroy: Counter,
+    pub downstream_cx_idle_timeout: Counter,
+    pub no_route: Counter,
+}
+
+impl HttpStats {
+    fn new(store: &Store, prefix: &str) -> Self {
+        let c = |n: &str| store.counter(&format!("http.{prefix}.{n}"));
+        HttpStats {
+            downstream_rq_total: c("downstream_rq_total"),
+            downstream_rq_completed: c("downstream_rq_completed"),
+            downstream_rq_xx: [
+                c("downstream_rq_1xx"),
+                c("downstream_rq_2xx"),
+                c("downstream_rq_3xx"),
+                c("downstream_rq_4xx"),
+                c("downstream_rq_5xx"),
+            ],
+            downstream_rq_http1_total: c("downstream_rq_http1_total"),
+            downstream_rq_http2_total: c("downstream_rq_http2_total"),
+            downstream_rq_time: store.histogram(
+                &format!("http.{prefix}.downstream_rq_time"),
+                quickshake_stats::DEFAULT_BUCKETS,
+            ),
+            downstream_cx_total: c("downstream_cx_total"),
+            downstream_cx_ssl_total: c("downstream_cx_ssl_total"),
+            downstream_cx_http1_total: c("downstream_cx_http1_total"),
+            downstream_cx_http2_total: c("downstream_cx_http2_total"),
+            downstream_cx_active: store.gauge(&format!("http.{prefix}.downstream_cx_active")),
+            downstream_cx_destroy: c("downstream_cx_destroy"),
+            downstream_cx_idle_timeout: c("downstream_cx_idle_timeout"),
+            no_route: c("no_route"),
+        }
+    }
+}
+
+/// One filter chain's HTTP connection manager, shared by all its connections.
+pub struct HttpRuntime {
+    pub codec: CodecType,
+    pub virtual_hosts: Vec<VirtualHost>,
+    pub idle_timeout: Duration,
+    pub max_request_headers_bytes: usize,
+    pub server_name: HeaderValue,
+    pub stats: HttpStats,
+    pub loggers: Vec<AccessLogger>,
+}
+
+/// Envoy's default `common_http_protocol_options.idle_timeout`: one hour.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+impl HttpRuntime {
+    pub fn build(cfg: &HttpConnectionManager, store: &Store) -> Result<Self, ServerError> {
+        let loggers = cfg
+            .access_logs
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                AccessLogger::open(l).map_err(|e| ServerError::Invalid {
+                    field: format!("{}.access_log[{i}]", cfg.path),
+                    reason: format!("cannot open: {e}"),
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let server_name = cfg.server_name.as_deref().unwrap_or("quickshake");
+        Ok(HttpRuntime {
+            codec: cfg.codec_type,
+            virtual_hosts: cfg.virtual_hosts.clone(),
+            idle_timeout: cfg.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT),
+            max_request_headers_bytes: cfg.max_request_headers_kb as usize * 1024,
+            server_name: HeaderValue::from_str(server_name).map_err(|_| ServerError::Invalid {
+                field: format!("{}.server_name", cfg.path),
+                reason: "not a valid header value".into(),
+            })?,
+            stats: HttpStats::new(store, &cfg.stat_prefix),
+            loggers,
+        })
+    }
+}
+
+/// Per-connection facts the request handler needs, and the activity the idle timer watches.
+pub struct ConnInfo {
+    pub started: Instant,
+    pub peer: String,
+    pub local: String,
+    pub sni: Option<String>,
+    pub tls_version: Option<String>,
+    pub active_requests: AtomicUsize,
+    /// Milliseconds since `started` of the last request start or end.
+    pub last_activity_ms: AtomicU64,
+}
+
+impl ConnInfo {
+    pub fn touch(&self) {
+        let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_activity_ms.store(ms, Ordering::Relaxed);
+    }
+    pub fn idle_for(&self) -> Option<Duration> {
+        if self.active_requests.load(Ordering::Relaxed) > 0 {
+            return None;
+        }
+        let last = Duration::from_millis(self.last_activity_ms.load(Ordering::Relaxed));
+        Some(self.started.elapsed().saturating_sub(last))
+    }
+}
+
+/// Serve one request.
+pub async fn handle_request<B>(
+    req: Request<B>,
+    rt: Arc<HttpRuntime>,
+    conn: Arc<ConnInfo>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let start = Instant::now();
+    conn.active_requests.fetch_add(1, Ordering::Relaxed);
+    conn.touch();
+    let stats = &rt.stats;
+    stats.downstream_rq_total.inc();
+    let protocol = match req.version() {
+        http::Version::HTTP_2 => {
+            stats.downstream_rq_http2_total.inc();
+            "HTTP/2"
+        }
+        http::Version::HTTP_10 => "HTTP/1.0",
+        _ => {
+            stats.downstream_rq_http1_total.inc();
+            "HTTP/1.1"
+        }
+    };
+    let authority = req
+        .uri()
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| header_str(&req, header::HOST.as_str()))
+        .unwrap_or_default();
+    let path = req.uri().path().to_string();
+    let action =
+        select_virtual_host(&rt.virtual_hosts, &authority).and_then(|vh| select_route(vh, &path));
+    let (status, body) = match action {
+        Some(RouteAction::DirectResponse { status, body }) => {
+            (*status, body.clone().unwrap_or_default())
+        }
+        None => {
+            stats.no_route.inc();
+            (404, String::new())
+        }
+    };
+    let body_len = body.len();
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = resp.headers_mut();
+    if body_len > 0 {
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    }
+    headers.insert(header::SERVER, rt.server_name.clone());
+    let class = usize::from(status / 100).clamp(1, 5) - 1;
+    stats.downstream_rq_xx[class].inc();
+    stats.downstream_rq_completed.inc();
+    let elapsed = start.elapsed();
+    stats
+        .downstream_rq_time
+        .record(elapsed.as_secs_f64() * 1000.0);
+    if !rt.loggers.is_empty() {
+        let record = LogRecord {
+            start_time: rfc3339_now(),
+            method: req.method().as_str().to_string(),
+            path: req
+                .uri()
+                .path_and_query()
+                .map(|p| p.as_str().to_string())
+                .unwrap_or(path),
+            authority,
+            protocol: protocol.to_string(),
+            response_code: status,
+            bytes_received: header_str(&req, "content-length")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            bytes_sent: body_len as u64,
+            duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            user_agent: header_str(&req, "user-agent"),
+            x_forwarded_for: header_str(&req, "x-forwarded-for"),
+            request_id: header_str(&req, "x-request-id"),
+            downstream_remote_address: conn.peer.clone(),
+            downstream_local_address: conn.local.clone(),
+            requested_server_name: conn.sni.clone(),
+            tls_version: conn.tls_version.clone(),
+        };
+        for l in &rt.loggers {
+            l.log(&record);
+        }
+    }
+    conn.touch();
+    conn.active_requests.fetch_sub(1, Ordering::Relaxed);
+    Ok(resp)
+}
+
+fn header_str<B>(req: &Request<B>, name: &str) -> Option<String> {
+    req.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}

@@ -1,0 +1,216 @@
+//! Listeners: binding (one SO_REUSEPORT socket per worker, so a connection never crosses
+//! threads), the per-listener state shared by workers, and the swap seam for TLS contexts.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use quickshake_config::{FilterChain, Listener};
+use quickshake_keyprovider::Providers;
+use quickshake_stats::{Counter, Gauge, Histogram, Store};
+use quickshake_tls::{build_chain_tls, ChainTls, HandshakeStats};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::http::HttpRuntime;
+use crate::ServerError;
+
+/// Handshake timeout used when `transport_socket_connect_timeout` is not set. Envoy has none by
+/// default; a gateway on the internet edge should not hold a socket forever for a silent client.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Envoy's stat scope for a listener address: `listener.0.0.0.0_9000.`,
+/// `listener.[__]_9000.` for `[::]:9000`.
+pub fn stat_scope(addr: &SocketAddr) -> String {
+    let host = match addr {
+        SocketAddr::V4(a) => a.ip().to_string(),
+        SocketAddr::V6(a) => format!("[{}]", a.ip()).replace(':', "_"),
+    };
+    format!("listener.{host}_{}.", addr.port())
+}
+
+/// Envoy's `listener.<address>.*` counters.
+#[derive(Clone)]
+pub struct ListenerStats {
+    pub downstream_cx_total: Counter,
+    pub downstream_cx_destroy: Counter,
+    pub downstream_cx_active: Gauge,
+    pub downstream_cx_overflow: Counter,
+    pub downstream_global_cx_overflow: Counter,
+    pub downstream_cx_transport_socket_connect_timeout: Counter,
+    pub downstream_pre_cx_timeout: Counter,
+    pub no_filter_chain_match: Counter,
+    pub downstream_cx_length_ms: Histogram,
+    pub ssl: HandshakeStats,
+    /// quickshake: full-handshake duration (accept to finished), in ms.
+    pub handshake_ms: Histogram,
+}
+
+impl ListenerStats {
+    pub fn new(store: &Store, scope: &str) -> Self {
+        let c = |n: &str| store.counter(&format!("{scope}{n}"));
+        let buckets = quickshake_stats::DEFAULT_BUCKETS;
+        ListenerStats {
+            downstream_cx_total: c("downstream_cx_total"),
+            downstream_cx_destroy: c("downstream_cx_destroy"),
+            downstream_cx_active: store.gauge(&format!("{scope}downstream_cx_active")),
+            downstream_cx_overflow: c("downstream_cx_overflow"),
+            downstream_global_cx_overflow: c("downstream_global_cx_overflow"),
+            downstream_cx_transport_socket_connect_timeout: c(
+                "downstream_cx_transport_socket_connect_timeout",
+            ),
+            downstream_pre_cx_timeout: c("downstream_pre_cx_timeout"),
+            no_filter_chain_match: c("no_filter_chain_match"),
+            downstream_cx_length_ms: store
+                .histogram(&format!("{scope}downstream_cx_length_ms"), buckets),
+            ssl: HandshakeStats::new(store, scope),
+            handshake_ms: store.histogram(
+                &format!("{scope}ssl.handshake_time_ms"),
+                &[
+                    0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 250.0, 500.0, 1000.0,
+                ],
+            ),
+        }
+    }
+}
+
+/// One filter chain as the data path uses it.
+pub struct ChainRuntime {
+    pub server_names: Vec<String>,
+    pub tls: Option<Arc<ChainTls>>,
+    pub handshake_timeout: Duration,
+    pub http: Arc<HttpRuntime>,
+}
+
+/// What every worker shares about one listener.
+pub struct ListenerShared {
+    pub name: String,
+    pub address: SocketAddr,
+    pub scope: String,
+    /// Swapped whole on certificate rotation; a connection keeps the `Arc` it started with.
+    pub chains: ArcSwap<Vec<Arc<ChainRuntime>>>,
+    pub stats: ListenerStats,
+}
+
+impl ListenerShared {
+    pub fn build(
+        cfg: &Listener,
+        store: &Store,
+        providers: &Providers,
+    ) -> Result<Self, ServerError> {
+        let scope = stat_scope(&cfg.address);
+        let chains = build_chains(cfg, store, providers, &scope)?;
+        Ok(ListenerShared {
+            name: cfg.name.clone(),
+            address: cfg.address,
+            stats: ListenerStats::new(store, &scope),
+            scope,
+            chains: ArcSwap::from_pointee(chains),
+        })
+    }
+
+    /// Replace the filter chains (new TLS contexts) without touching open connections.
+    pub fn replace_chains(&self, chains: Vec<Arc<ChainRuntime>>) {
+        self.chains.store(Arc::new(chains));
+    }
+}
+
+/// Build every filter chain of a listener (certificates are loaded here).
+pub fn build_chains(
+    cfg: &Listener,
+    store: &Store,
+    providers: &Providers,
+    scope: &str,
+) -> Result<Vec<Arc<ChainRuntime>>, ServerError> {
+    cfg.filter_chains
+        .iter()
+        .map(|fc| build_chain(fc, store, providers, scope).map(Arc::new))
+        .collect()
+}
+
+fn build_chain(
+    fc: &FilterChain,
+    store: &Store,
+    providers: &Providers,
+    scope: &str,
+) -> Result<ChainRuntime, ServerError> {
+    let tls = match &fc.tls {
+        Some(t) => Some(Arc::new(build_chain_tls(t, providers, scope)?)),
+        None => None,
+    };
+    Ok(ChainRuntime {
+        server_names: fc
+            .server_names
+            .iter()
+            .map(|s| s.to_ascii_lowercase())
+            .collect(),
+        tls,
+        handshake_timeout: fc
+            .transport_socket_connect_timeout
+            .unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT),
+        http: Arc::new(HttpRuntime::build(&fc.http, store)?),
+    })
+}
+
+/// Bind one listening socket with SO_REUSEPORT (each worker binds its own).
+pub fn bind_reuseport(
+    addr: SocketAddr,
+    listener_path: &str,
+) -> Result<std::net::TcpListener, ServerError> {
+    let err = |e: std::io::Error| ServerError::Bind {
+        field: format!("{listener_path}.address"),
+        address: addr,
+        source: e,
+    };
+    let socket =
+        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
+    socket.set_reuse_address(true).map_err(err)?;
+    socket.set_reuse_port(true).map_err(err)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true).map_err(err)?;
+    }
+    socket.set_nonblocking(true).map_err(err)?;
+    socket.bind(&addr.into()).map_err(err)?;
+    socket.listen(4096).map_err(err)?;
+    Ok(socket.into())
+}
+
+/// Fail fast with a clear message when the port is already taken by another process: a plain
+/// bind without SO_REUSEPORT (released at once) is refused where our reuseport bind would
+/// silently share the port with an unrelated reuseport server.
+pub fn probe_port_free(addr: SocketAddr, listener_path: &str) -> Result<(), ServerError> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+        .map_err(|e| ServerError::Bind {
+            field: format!("{listener_path}.address"),
+            address: addr,
+            source: e,
+        })?;
+    let _ = socket.set_reuse_address(true);
+    if addr.is_ipv6() {
+        let _ = socket.set_only_v6(true);
+    }
+    socket.bind(&addr.into()).map_err(|e| ServerError::Bind {
+        field: format!("{listener_path}.address"),
+        address: addr,
+        source: e,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn envoy_scope_names() {
+        assert_eq!(
+            super::stat_scope(&"0.0.0.0:9000".parse().unwrap()),
+            "listener.0.0.0.0_9000."
+        );
+        assert_eq!(
+            super::stat_scope(&"[::]:9000".parse().unwrap()),
+            "listener.[__]_9000."
+        );
+        assert_eq!(
+            super::stat_scope(&"[::1]:443".parse().unwrap()),
+            "listener.[__1]_443."
+        );
+    }
+}

@@ -1,0 +1,343 @@
+//! Building BoringSSL server contexts for one filter chain's `DownstreamTlsContext`.
+//!
+//! Envoy's design, kept: one `SSL_CTX` per certificate, configured identically; the first is the
+//! one a connection starts on, and BoringSSL's early (select-certificate) callback switches to
+//! another certificate's context when the ClientHello says the client cannot use the first
+//! (an ECDSA certificate for a client that offers no ECDSA signature algorithm, and the reverse).
+
+use boring::pkey::{PKey, Private};
+use boring::ssl::{
+    AlpnError, ClientHello, ExtensionType, SelectCertError, Ssl, SslContext, SslContextBuilder,
+    SslMethod, SslOptions, SslSessionCacheMode, SslVerifyMode, SslVersion,
+};
+use boring::x509::store::X509StoreBuilder;
+use boring::x509::X509;
+use quickshake_config::{read_data_source, DownstreamTls, TlsCertificate, TlsVersion};
+use quickshake_keyprovider::{KeySetup, Providers};
+
+use crate::certs::{key_kind, load_chain, load_key, source_name, CertInfo, KeyKind};
+use crate::TlsError;
+
+/// Envoy's default downstream cipher list for TLS 1.2 (TLS 1.3 suites are not configurable).
+pub const DEFAULT_CIPHERS: &str = "[ECDHE-ECDSA-AES128-GCM-SHA256|ECDHE-ECDSA-CHACHA20-POLY1305]:\
+[ECDHE-RSA-AES128-GCM-SHA256|ECDHE-RSA-CHACHA20-POLY1305]:\
+ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384";
+/// Default key-exchange groups: what current browsers and curl offer.
+pub const DEFAULT_CURVES: &str = "X25519MLKEM768:X25519:P-256";
+
+const ECDSA_SECP256R1_SHA256: u16 = 0x0403;
+
+/// One certificate as loaded, for `/certs` and `/config_dump`.
+#[derive(Debug, Clone)]
+pub struct LoadedCert {
+    pub info: CertInfo,
+    /// `None` for an in-process key; else the provider's description (name, engine, fallback).
+    pub provider: Option<String>,
+}
+
+/// The TLS side of one filter chain: ready to create a server `Ssl` per connection.
+pub struct ChainTls {
+    primary: SslContext,
+    pub certs: Vec<LoadedCert>,
+}
+
+impl ChainTls {
+    /// A fresh server-side `Ssl` for one connection.
+    pub fn new_ssl(&self) -> Result<Ssl, boring::error::ErrorStack> {
+        Ssl::new(&self.primary)
+    }
+}
+
+impl std::fmt::Debug for ChainTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChainTls")
+            .field("certs", &self.certs)
+            .finish()
+    }
+}
+
+/// Build the contexts for one `DownstreamTlsContext`.
+pub fn build_chain_tls(
+    tls: &DownstreamTls,
+    providers: &Providers,
+    stat_scope: &str,
+) -> Result<ChainTls, TlsError> {
+    let mut built = Vec::with_capacity(tls.certificates.len());
+    for cert in &tls.certificates {
+        built.push(build_cert_context(tls, cert, providers, stat_scope)?);
+    }
+    if built.is_empty() {
+        return Err(TlsError::Invalid {
+            field: format!("{}.common_tls_context.tls_certificates", tls.path),
+            reason: "a DownstreamTlsContext needs at least one certificate".into(),
+        });
+    }
+    let certs: Vec<LoadedCert> = built.iter().map(|b| b.loaded.clone()).collect();
+    let mut iter = built.into_iter();
+    let first = iter.next().ok_or_else(|| TlsError::Invalid {
+        field: tls.path.clone(),
+        reason: "no certificate".into(),
+    })?;
+    let alternatives: Vec<(KeyKind, SslContext)> = iter
+        .map(|b| (b.loaded.info.key_kind, b.builder.build()))
+        .collect();
+    let mut primary = first.builder;
+    if !alternatives.is_empty() {
+        let primary_kind = first.loaded.info.key_kind;
+        primary.set_select_certificate_callback(move |mut hello| {
+            select_certificate(&mut hello, primary_kind, &alternatives)
+        });
+    }
+    Ok(ChainTls {
+        primary: primary.build(),
+        certs,
+    })
+}
+
+struct BuiltCert {
+    builder: SslContextBuilder,
+    loaded: LoadedCert,
+}
+
+fn build_cert_context(
+    tls: &DownstreamTls,
+    cert: &TlsCertificate,
+    providers: &Providers,
+    stat_scope: &str,
+) -> Result<BuiltCert, TlsError> {
+    let ssl_err = |e: boring::error::ErrorStack| TlsError::Ssl {
+        field: cert.path.clone(),
+        source: e,
+    };
+    let chain = load_chain(
+        &cert.certificate_chain,
+        &format!("{}.certificate_chain", cert.path),
+    )?;
+    let public = chain.leaf.public_key().map_err(ssl_err)?;
+    let mut b = SslContextBuilder::new(SslMethod::tls()).map_err(ssl_err)?;
+    configure_common(&mut b, tls)?;
+    b.set_certificate(&chain.leaf).map_err(ssl_err)?;
+    for extra in chain.intermediates {
+        b.add_extra_chain_cert(extra).map_err(ssl_err)?;
+    }
+    let provider = match &cert.private_key_provider {
+        None => {
+            let key = plain_key(cert, &public)?;
+            b.set_private_key(&key).map_err(ssl_err)?;
+            None
+        }
+        Some(cfg) => {
+            let outer = match &cert.private_key {
+                Some(ds) => Some(load_key(
+                    ds,
+                    &format!("{}.private_key", cert.path),
+                    &public,
+                )?),
+                None => None,
+            };
+            match providers.setup(cfg, outer, &public, stat_scope)? {
+                KeySetup::Inline { key, description } => {
+                    b.set_private_key(&key).map_err(ssl_err)?;
+                    Some(description)
+                }
+                KeySetup::Provider {
+                    method,
+                    description,
+                } => {
+                    b.set_async_private_key_method(method);
+                    Some(description)
+                }
+            }
+        }
+    };
+    Ok(BuiltCert {
+        builder: b,
+        loaded: LoadedCert {
+            info: chain.info,
+            provider,
+        },
+    })
+}
+
+fn plain_key(
+    cert: &TlsCertificate,
+    public: &PKey<boring::pkey::Public>,
+) -> Result<PKey<Private>, TlsError> {
+    let ds = cert.private_key.as_ref().ok_or_else(|| TlsError::Invalid {
+        field: format!("{}.private_key", cert.path),
+        reason: "missing: a certificate needs private_key or private_key_provider".into(),
+    })?;
+    load_key(ds, &format!("{}.private_key", cert.path), public)
+}
+
+/// Settings shared by every certificate's context of a chain.
+fn configure_common(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Result<(), TlsError> {
+    let field = |name: &str| format!("{}.common_tls_context.{name}", tls.path);
+    let bad = |name: &str, e: boring::error::ErrorStack| TlsError::Invalid {
+        field: field(name),
+        reason: format!("rejected by BoringSSL: {e}"),
+    };
+    let p = &tls.params;
+    b.set_min_proto_version(Some(version(p.min_version.unwrap_or(TlsVersion::Tls1_2))))
+        .map_err(|e| bad("tls_params.tls_minimum_protocol_version", e))?;
+    b.set_max_proto_version(Some(version(p.max_version.unwrap_or(TlsVersion::Tls1_3))))
+        .map_err(|e| bad("tls_params.tls_maximum_protocol_version", e))?;
+    let ciphers = if p.cipher_suites.is_empty() {
+        DEFAULT_CIPHERS.to_string()
+    } else {
+        p.cipher_suites.join(":")
+    };
+    b.set_cipher_list(&ciphers)
+        .map_err(|e| bad("tls_params.cipher_suites", e))?;
+    let curves = if p.ecdh_curves.is_empty() {
+        DEFAULT_CURVES.to_string()
+    } else {
+        p.ecdh_curves.join(":")
+    };
+    b.set_curves_list(&curves)
+        .map_err(|e| bad("tls_params.ecdh_curves", e))?;
+    configure_alpn(b, &tls.alpn_protocols);
+    configure_resumption(b, tls)?;
+    configure_client_auth(b, tls)?;
+    Ok(())
+}
+
+fn version(v: TlsVersion) -> SslVersion {
+    match v {
+        TlsVersion::Tls1_0 => SslVersion::TLS1,
+        TlsVersion::Tls1_1 => SslVersion::TLS1_1,
+        TlsVersion::Tls1_2 => SslVersion::TLS1_2,
+        TlsVersion::Tls1_3 => SslVersion::TLS1_3,
+    }
+}
+
+fn configure_alpn(b: &mut SslContextBuilder, protocols: &[String]) {
+    if protocols.is_empty() {
+        return;
+    }
+    let ours: Vec<Vec<u8>> = protocols.iter().map(|p| p.as_bytes().to_vec()).collect();
+    b.set_alpn_select_callback(move |_ssl, client| {
+        select_alpn(&ours, client).ok_or(AlpnError::NOACK)
+    });
+}
+
+/// Server preference, as Envoy does: the first of ours the client offers. Returns the slice of
+/// the client's wire-format list (length-prefixed protocols).
+pub fn select_alpn<'c>(ours: &[Vec<u8>], client: &'c [u8]) -> Option<&'c [u8]> {
+    let mut offered = Vec::new();
+    let mut rest = client;
+    while let Some((&len, tail)) = rest.split_first() {
+        let len = usize::from(len);
+        if tail.len() < len {
+            break;
+        }
+        offered.push(&tail[..len]);
+        rest = &tail[len..];
+    }
+    ours.iter()
+        .find_map(|p| offered.iter().find(|o| **o == p.as_slice()).copied())
+}
+
+fn configure_resumption(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Result<(), TlsError> {
+    b.set_session_id_context(b"quickshake")
+        .map_err(|e| TlsError::Ssl {
+            field: tls.path.clone(),
+            source: e,
+        })?;
+    if tls.disable_stateful_session_resumption {
+        b.set_session_cache_mode(SslSessionCacheMode::OFF);
+    } else {
+        b.set_session_cache_mode(SslSessionCacheMode::SERVER);
+    }
+    if tls.disable_stateless_session_resumption {
+        b.set_options(SslOptions::NO_TICKET);
+    } else if !tls.session_ticket_keys.is_empty() {
+        crate::tickets::install_ticket_keys(b, tls)?;
+    }
+    Ok(())
+}
+
+fn configure_client_auth(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Result<(), TlsError> {
+    let Some(ca) = &tls.trusted_ca else {
+        if tls.require_client_certificate {
+            return Err(TlsError::Invalid {
+                field: format!("{}.require_client_certificate", tls.path),
+                reason: "needs common_tls_context.validation_context.trusted_ca".into(),
+            });
+        }
+        return Ok(());
+    };
+    let field = format!(
+        "{}.common_tls_context.validation_context.trusted_ca",
+        tls.path
+    );
+    let pem = read_data_source(ca, &field)?;
+    let cas = X509::stack_from_pem(&pem).map_err(|e| TlsError::File {
+        field: field.clone(),
+        file: source_name(ca),
+        reason: format!("not a PEM certificate list: {e}"),
+    })?;
+    let mut store = X509StoreBuilder::new().map_err(|e| TlsError::Ssl {
+        field: field.clone(),
+        source: e,
+    })?;
+    for c in cas {
+        store.add_cert(c).map_err(|e| TlsError::Ssl {
+            field: field.clone(),
+            source: e,
+        })?;
+    }
+    b.set_verify_cert_store(store.build())
+        .map_err(|e| TlsError::Ssl { field, source: e })?;
+    let mode = if tls.require_client_certificate {
+        SslVerifyMode::PEER | SslVerifyMode::FAIL_IF_NO_PEER_CERT
+    } else {
+        SslVerifyMode::PEER
+    };
+    b.set_verify(mode);
+    Ok(())
+}
+
+/// Early callback: keep the primary certificate unless the client cannot use it and an
+/// alternative fits better.
+fn select_certificate(
+    hello: &mut ClientHello<'_>,
+    primary: KeyKind,
+    alternatives: &[(KeyKind, SslContext)],
+) -> Result<(), SelectCertError> {
+    let wants_ecdsa = client_offers_ecdsa(hello);
+    let preferred = if wants_ecdsa {
+        KeyKind::EcdsaP256
+    } else {
+        KeyKind::Rsa
+    };
+    if primary == preferred {
+        return Ok(());
+    }
+    if let Some((_, ctx)) = alternatives.iter().find(|(k, _)| *k == preferred) {
+        hello
+            .ssl_mut()
+            .set_ssl_context(ctx)
+            .map_err(|_| SelectCertError::ERROR)?;
+    }
+    Ok(())
+}
+
+/// Does the ClientHello allow an ECDSA P-256 certificate? It must list
+/// `ecdsa_secp256r1_sha256` among its signature algorithms.
+fn client_offers_ecdsa(hello: &ClientHello<'_>) -> bool {
+    let Some(ext) = hello.get_extension(ExtensionType::SIGNATURE_ALGORITHMS) else {
+        return false;
+    };
+    if ext.len() < 2 {
+        return false;
+    }
+    ext[2..]
+        .chunks_exact(2)
+        .any(|c| u16::from_be_bytes([c[0], c[1]]) == ECDSA_SECP256R1_SHA256)
+}
+
+/// Used by tests of certificate selection.
+pub fn kind_of_key(key: &PKey<Private>) -> KeyKind {
+    key_kind(key)
+}
