@@ -55,56 +55,141 @@ fn zero<const N: usize>() -> [__m256i; N] {
     [_mm256_setzero_si256(); N]
 }
 
+#[inline(always)]
+fn add(a: __m256i, b: __m256i) -> __m256i {
+    // SAFETY: only called from `#[target_feature(enable = "avx2")]` functions
+    // (inlined there), which only run after an `Avx2Token` was obtained.
+    unsafe { _mm256_add_epi64(a, b) }
+}
+
+#[inline(always)]
+fn mul(a: __m256i, b: __m256i) -> __m256i {
+    // SAFETY: as in `add`.
+    unsafe { _mm256_mul_epu32(a, b) }
+}
+
+/// Rank-4 update: `t[col + k + j] += x[k] * y[j]` for `k < 4`, `j < y.len()`.
+/// One load/store of each touched column per four products: the point of
+/// the 4-row blocking (one row at a time is store bound).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn rect4(t: &mut [__m256i], x: [__m256i; 4], y: &[__m256i]) {
+    let m = y.len();
+    let edge = |t: &mut [__m256i], c: usize| {
+        for (k, &xk) in x.iter().enumerate() {
+            if c >= k && c - k < m {
+                t[c] = add(t[c], mul(xk, y[c - k]));
+            }
+        }
+    };
+    for c in 0..3.min(m + 3) {
+        edge(t, c);
+    }
+    for c in 3..m {
+        let s = add(
+            add(mul(x[0], y[c]), mul(x[1], y[c - 1])),
+            add(mul(x[2], y[c - 2]), mul(x[3], y[c - 3])),
+        );
+        t[c] = add(t[c], s);
+    }
+    for c in m.max(3)..m + 3 {
+        edge(t, c);
+    }
+}
+
 /// `t = a * b` (column sums, not normalised).
 #[target_feature(enable = "avx2")]
 #[inline]
 fn mul_wide<const N: usize, const N2: usize>(a: &[__m256i; N], b: &[__m256i; N]) -> [__m256i; N2] {
     let mut t = [_mm256_setzero_si256(); N2];
-    for i in 0..N {
-        let ai = a[i];
+    let q = N / 4 * 4;
+    for i in (0..q).step_by(4) {
+        rect4(&mut t[i..], [a[i], a[i + 1], a[i + 2], a[i + 3]], b);
+    }
+    for i in q..N {
         for j in 0..N {
-            t[i + j] = _mm256_add_epi64(t[i + j], _mm256_mul_epu32(ai, b[j]));
+            t[i + j] = add(t[i + j], mul(a[i], b[j]));
         }
     }
     t
 }
 
-/// `t = a^2` (column sums, not normalised).
+/// `t = a^2` (column sums, not normalised): each cross product once, as
+/// `(2 a_i) a_j < 2^57`.
 #[target_feature(enable = "avx2")]
 #[inline]
 fn sqr_wide<const N: usize, const N2: usize>(a: &[__m256i; N]) -> [__m256i; N2] {
     let mut t = [_mm256_setzero_si256(); N2];
-    for i in 0..N {
-        let ai = a[i];
-        let ai2 = _mm256_add_epi64(ai, ai);
-        t[2 * i] = _mm256_add_epi64(t[2 * i], _mm256_mul_epu32(ai, ai));
+    let q = N / 4 * 4;
+    for i in (0..q).step_by(4) {
+        let d: [__m256i; 4] = core::array::from_fn(|k| add(a[i + k], a[i + k]));
+        // 4x4 diagonal block.
+        for k in 0..4 {
+            t[2 * (i + k)] = add(t[2 * (i + k)], mul(a[i + k], a[i + k]));
+            for l in (k + 1)..4 {
+                t[2 * i + k + l] = add(t[2 * i + k + l], mul(d[k], a[i + l]));
+            }
+        }
+        // Rows i..i+4 against columns j >= i + 4.
+        rect4(&mut t[2 * i + 4..], d, &a[i + 4..]);
+    }
+    for i in q..N {
+        let d = add(a[i], a[i]);
+        t[2 * i] = add(t[2 * i], mul(a[i], a[i]));
         for j in (i + 1)..N {
-            t[i + j] = _mm256_add_epi64(t[i + j], _mm256_mul_epu32(ai2, a[j]));
+            t[i + j] = add(t[i + j], mul(d, a[j]));
         }
     }
     t
 }
 
 /// Montgomery reduction of the column sums `t` (`< 4 m^2`): returns
-/// `t / R mod m`, normalised, `< 2 m`.
+/// `t / R mod m`, normalised, `< 2 m`. Rows are reduced four at a time: the
+/// four quotient digits are found sequentially from the low columns, then
+/// `m_k * n` is added as one rank-4 update and the low carries propagated.
 #[target_feature(enable = "avx2")]
 #[inline]
 fn redc<const N: usize, const N2: usize>(t: &mut [__m256i; N2], ctx: &Avx2Ctx<N>) -> [__m256i; N] {
     let mask = _mm256_set1_epi64x(MASK as i64);
     let n = &ctx.n;
-    for i in 0..N {
-        // m = t_i * k0 mod 2^28 (vpmuludq reads the low 32 bits of t_i).
-        let m = _mm256_and_si256(_mm256_mul_epu32(t[i], ctx.k0), mask);
-        let ti = _mm256_add_epi64(t[i], _mm256_mul_epu32(m, n[0]));
-        t[i + 1] = _mm256_add_epi64(t[i + 1], _mm256_srli_epi64::<28>(ti));
+    let k0 = ctx.k0;
+    let digit = |v: __m256i| _mm256_and_si256(mul(v, k0), mask);
+    let q = N / 4 * 4;
+    for i in (0..q).step_by(4) {
+        let v0 = t[i];
+        let m0 = digit(v0);
+        let c = _mm256_srli_epi64::<28>(add(v0, mul(m0, n[0])));
+        let v1 = add(add(t[i + 1], mul(m0, n[1])), c);
+        let m1 = digit(v1);
+        let c = _mm256_srli_epi64::<28>(add(v1, mul(m1, n[0])));
+        let v2 = add(add(add(t[i + 2], mul(m0, n[2])), mul(m1, n[1])), c);
+        let m2 = digit(v2);
+        let c = _mm256_srli_epi64::<28>(add(v2, mul(m2, n[0])));
+        let v3 = add(
+            add(
+                add(t[i + 3], mul(m0, n[3])),
+                add(mul(m1, n[2]), mul(m2, n[1])),
+            ),
+            c,
+        );
+        let m3 = digit(v3);
+        rect4(&mut t[i..], [m0, m1, m2, m3], n);
+        for k in i..i + 4 {
+            t[k + 1] = add(t[k + 1], _mm256_srli_epi64::<28>(t[k]));
+        }
+    }
+    for i in q..N {
+        let m = digit(t[i]);
+        let ti = add(t[i], mul(m, n[0]));
+        t[i + 1] = add(t[i + 1], _mm256_srli_epi64::<28>(ti));
         for j in 1..N {
-            t[i + j] = _mm256_add_epi64(t[i + j], _mm256_mul_epu32(m, n[j]));
+            t[i + j] = add(t[i + j], mul(m, n[j]));
         }
     }
     let mut r = [_mm256_setzero_si256(); N];
     let mut carry = _mm256_setzero_si256();
     for k in 0..N {
-        let v = _mm256_add_epi64(t[N + k], carry);
+        let v = add(t[N + k], carry);
         r[k] = _mm256_and_si256(v, mask);
         carry = _mm256_srli_epi64::<28>(v);
     }

@@ -54,69 +54,177 @@ fn zero<const N: usize>() -> [__m512i; N] {
     [_mm512_setzero_si512(); N]
 }
 
+#[inline(always)]
+fn lo(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+    // SAFETY: only called from `#[target_feature(enable = "avx512f,avx512ifma")]`
+    // functions (inlined there), which only run after an `IfmaToken` was obtained.
+    unsafe { _mm512_madd52lo_epu64(acc, a, b) }
+}
+
+#[inline(always)]
+fn hi(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+    // SAFETY: as in `lo`.
+    unsafe { _mm512_madd52hi_epu64(acc, a, b) }
+}
+
+#[inline(always)]
+fn add(a: __m512i, b: __m512i) -> __m512i {
+    // SAFETY: as in `lo`.
+    unsafe { _mm512_add_epi64(a, b) }
+}
+
+#[inline(always)]
+fn shr52(a: __m512i) -> __m512i {
+    // SAFETY: as in `lo`.
+    unsafe { _mm512_srli_epi64::<52>(a) }
+}
+
+/// Rank-4 update: for `k < 4`, `j < y.len()`, adds the low half of
+/// `x[k] * y[j]` to `t[k + j]` and the high half to `t[k + j + 1]`. Each
+/// touched column is loaded and stored once per eight multiply-adds.
+#[target_feature(enable = "avx512f,avx512ifma")]
+#[inline]
+fn rect4(t: &mut [__m512i], x: [__m512i; 4], y: &[__m512i]) {
+    let m = y.len();
+    let edge = |t: &mut [__m512i], c: usize| {
+        let mut acc = t[c];
+        for (k, &xk) in x.iter().enumerate() {
+            if c >= k && c - k < m {
+                acc = lo(acc, xk, y[c - k]);
+            }
+            if c > k && c - 1 - k < m {
+                acc = hi(acc, xk, y[c - 1 - k]);
+            }
+        }
+        t[c] = acc;
+    };
+    for c in 0..4.min(m + 4) {
+        edge(t, c);
+    }
+    let zero = _mm512_setzero_si512();
+    for c in 4..m {
+        let l = lo(
+            lo(lo(lo(t[c], x[0], y[c]), x[1], y[c - 1]), x[2], y[c - 2]),
+            x[3],
+            y[c - 3],
+        );
+        let h = hi(
+            hi(hi(hi(zero, x[0], y[c - 1]), x[1], y[c - 2]), x[2], y[c - 3]),
+            x[3],
+            y[c - 4],
+        );
+        t[c] = add(l, h);
+    }
+    for c in m.max(4)..m + 4 {
+        edge(t, c);
+    }
+}
+
 /// `t = a * b` as column sums of 52-bit halves (not normalised).
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
 fn mul_wide<const N: usize, const N2: usize>(a: &[__m512i; N], b: &[__m512i; N]) -> [__m512i; N2] {
     let mut t = [_mm512_setzero_si512(); N2];
-    for i in 0..N {
-        let ai = a[i];
+    let q = N / 4 * 4;
+    for i in (0..q).step_by(4) {
+        rect4(&mut t[i..], [a[i], a[i + 1], a[i + 2], a[i + 3]], b);
+    }
+    for i in q..N {
         for j in 0..N {
-            t[i + j] = _mm512_madd52lo_epu64(t[i + j], ai, b[j]);
-            t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], ai, b[j]);
+            t[i + j] = lo(t[i + j], a[i], b[j]);
+            t[i + j + 1] = hi(t[i + j + 1], a[i], b[j]);
         }
     }
     t
 }
 
-/// `t = a^2` as column sums (not normalised).
+/// `t = a^2` as column sums (not normalised): cross products once, doubled,
+/// plus the diagonal.
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
 fn sqr_wide<const N: usize, const N2: usize>(a: &[__m512i; N]) -> [__m512i; N2] {
     let mut t = [_mm512_setzero_si512(); N2];
-    for i in 0..N {
-        let ai = a[i];
+    let q = N / 4 * 4;
+    for i in (0..q).step_by(4) {
+        for k in 0..4 {
+            for l in (k + 1)..4 {
+                t[2 * i + k + l] = lo(t[2 * i + k + l], a[i + k], a[i + l]);
+                t[2 * i + k + l + 1] = hi(t[2 * i + k + l + 1], a[i + k], a[i + l]);
+            }
+        }
+        rect4(
+            &mut t[2 * i + 4..],
+            [a[i], a[i + 1], a[i + 2], a[i + 3]],
+            &a[i + 4..],
+        );
+    }
+    for i in q..N {
         for j in (i + 1)..N {
-            t[i + j] = _mm512_madd52lo_epu64(t[i + j], ai, a[j]);
-            t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], ai, a[j]);
+            t[i + j] = lo(t[i + j], a[i], a[j]);
+            t[i + j + 1] = hi(t[i + j + 1], a[i], a[j]);
         }
     }
     for x in t.iter_mut() {
-        *x = _mm512_add_epi64(*x, *x);
+        *x = add(*x, *x);
     }
     for i in 0..N {
-        let ai = a[i];
-        t[2 * i] = _mm512_madd52lo_epu64(t[2 * i], ai, ai);
-        t[2 * i + 1] = _mm512_madd52hi_epu64(t[2 * i + 1], ai, ai);
+        t[2 * i] = lo(t[2 * i], a[i], a[i]);
+        t[2 * i + 1] = hi(t[2 * i + 1], a[i], a[i]);
     }
     t
 }
 
 /// Montgomery reduction of the column sums `t` (value `< 4 m^2`): returns
-/// `t / R mod m`, normalised, `< 2 m`.
+/// `t / R mod m`, normalised, `< 2 m`. Four rows at a time: the quotient
+/// digits are found sequentially from the low columns, then `m_k * n` is
+/// added as one rank-4 update and the low carries propagated.
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
 fn redc<const N: usize, const N2: usize>(t: &mut [__m512i; N2], ctx: &IfmaCtx<N>) -> [__m512i; N] {
     let n = &ctx.n;
+    let k0 = ctx.k0;
     let zero = _mm512_setzero_si512();
-    for i in 0..N {
-        // m = t_i * k0 mod 2^52 (vpmadd52luq reads the low 52 bits of t_i).
-        let m = _mm512_madd52lo_epu64(zero, t[i], ctx.k0);
-        let ti = _mm512_madd52lo_epu64(t[i], m, n[0]);
-        t[i + 1] = _mm512_madd52hi_epu64(t[i + 1], m, n[0]);
-        t[i + 1] = _mm512_add_epi64(t[i + 1], _mm512_srli_epi64::<52>(ti));
+    // m = v * k0 mod 2^52 (vpmadd52luq reads the low 52 bits of v).
+    let digit = |v: __m512i| lo(zero, v, k0);
+    let q = N / 4 * 4;
+    for i in (0..q).step_by(4) {
+        let v0 = t[i];
+        let m0 = digit(v0);
+        let c = shr52(lo(v0, m0, n[0]));
+        let v1 = add(lo(hi(t[i + 1], m0, n[0]), m0, n[1]), c);
+        let m1 = digit(v1);
+        let c = shr52(lo(v1, m1, n[0]));
+        let v2 = add(
+            lo(hi(lo(hi(t[i + 2], m0, n[1]), m0, n[2]), m1, n[0]), m1, n[1]),
+            c,
+        );
+        let m2 = digit(v2);
+        let c = shr52(lo(v2, m2, n[0]));
+        let u3 = lo(hi(lo(hi(t[i + 3], m0, n[2]), m0, n[3]), m1, n[1]), m1, n[2]);
+        let v3 = add(lo(hi(u3, m2, n[0]), m2, n[1]), c);
+        let m3 = digit(v3);
+        rect4(&mut t[i..], [m0, m1, m2, m3], n);
+        for k in i..i + 4 {
+            t[k + 1] = add(t[k + 1], shr52(t[k]));
+        }
+    }
+    for i in q..N {
+        let m = digit(t[i]);
+        let ti = lo(t[i], m, n[0]);
+        t[i + 1] = hi(t[i + 1], m, n[0]);
+        t[i + 1] = add(t[i + 1], shr52(ti));
         for j in 1..N {
-            t[i + j] = _mm512_madd52lo_epu64(t[i + j], m, n[j]);
-            t[i + j + 1] = _mm512_madd52hi_epu64(t[i + j + 1], m, n[j]);
+            t[i + j] = lo(t[i + j], m, n[j]);
+            t[i + j + 1] = hi(t[i + j + 1], m, n[j]);
         }
     }
     let mask = _mm512_set1_epi64(MASK as i64);
     let mut r = [zero; N];
     let mut carry = zero;
     for k in 0..N {
-        let v = _mm512_add_epi64(t[N + k], carry);
+        let v = add(t[N + k], carry);
         r[k] = _mm512_and_si512(v, mask);
-        carry = _mm512_srli_epi64::<52>(v);
+        carry = shr52(v);
     }
     r
 }

@@ -1,14 +1,201 @@
-//! `quickshake doctor`: what this machine offers for handshake acceleration.
+//! `quickshake doctor`: what this machine offers for handshake acceleration, and with `-c`,
+//! which engine each provider-held key gets and why. Text for people, `--json` for scripts.
 
 use std::path::Path;
 use std::process::ExitCode;
 
-pub fn run(_config: Option<&Path>, json: bool, concurrency: usize) -> ExitCode {
-    let report = serde_json::json!({ "workers": concurrency });
-    if json {
-        println!("{report}");
+use quickshake_keyprovider::engine::crypto_mb;
+use quickshake_keyprovider::Providers;
+use quickshake_stats::Store;
+use serde_json::{json, Value};
+
+/// CPU flags that matter for multi-buffer RSA/ECDSA, as /proc/cpuinfo names them.
+const FLAGS: [&str; 10] = [
+    "avx512f",
+    "avx512dq",
+    "avx512bw",
+    "avx512ifma",
+    "avx512vbmi2",
+    "avx_ifma",
+    "vaes",
+    "avx2",
+    "adx",
+    "bmi2",
+];
+
+/// QAT 4xxx physical and virtual functions (Intel vendor 0x8086).
+const QAT_PF: [&str; 3] = ["0x4940", "0x4942", "0x4946"];
+const QAT_VF: [&str; 3] = ["0x4941", "0x4943", "0x4947"];
+
+pub fn run(config: Option<&Path>, json_out: bool, concurrency: usize) -> ExitCode {
+    let report = build(config, concurrency);
+    if json_out {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
     } else {
-        println!("workers: {concurrency}");
+        print_text(&report);
     }
     ExitCode::SUCCESS
+}
+
+fn build(config: Option<&Path>, concurrency: usize) -> Value {
+    let (model, flags) = cpu();
+    let probe = crypto_mb::probe();
+    let cpus_online = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|s| s.lines().filter(|l| l.starts_with("processor")).count())
+        .unwrap_or(0);
+    let cpuset = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let mut report = json!({
+        "cpu": { "model": model, "flags": flags },
+        "crypto_mb": {
+            "installed": probe.installed.as_ref().map(|p| p.display().to_string()),
+            "loaded": probe.loaded,
+            "applicable": probe.applicable,
+            "version": probe.version,
+            "usable": probe.reason.is_none(),
+            "why": probe.reason,
+        },
+        "qat": qat(),
+        "workers": { "concurrency": concurrency, "cpuset": cpuset, "cpus_online": cpus_online,
+            "note": if concurrency > cpuset { "more workers than CPUs this process may run on" } else { "ok" } },
+    });
+    if let (Some(path), Some(obj)) = (config, report.as_object_mut()) {
+        obj.insert("config".into(), config_report(path));
+    }
+    report
+}
+
+fn cpu() -> (String, Value) {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = info
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let present: Vec<&str> = info
+        .lines()
+        .find_map(|l| l.strip_prefix("flags"))
+        .map(|r| r.split_whitespace().collect())
+        .unwrap_or_default();
+    let flags = FLAGS
+        .iter()
+        .map(|f| (f.to_string(), json!(present.contains(f))))
+        .collect();
+    (model, Value::Object(flags))
+}
+
+fn qat() -> Value {
+    let mut pfs = Vec::new();
+    let mut vfs = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/sys/bus/pci/devices") {
+        for e in entries.flatten() {
+            let read = |f: &str| {
+                std::fs::read_to_string(e.path().join(f))
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string()
+            };
+            if read("vendor") != "0x8086" {
+                continue;
+            }
+            let dev = read("device");
+            let driver = std::fs::read_link(e.path().join("driver"))
+                .ok()
+                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()));
+            let entry = json!({ "address": e.file_name().to_string_lossy(), "device": dev, "driver": driver });
+            if QAT_PF.contains(&dev.as_str()) {
+                pfs.push(entry);
+            } else if QAT_VF.contains(&dev.as_str()) {
+                vfs.push(entry);
+            }
+        }
+    }
+    let vfio = Path::new("/dev/vfio").exists();
+    let usable = !vfs.is_empty() && vfio;
+    json!({
+        "physical_functions": pfs,
+        "virtual_functions": vfs,
+        "dev_vfio": vfio,
+        "usable": usable,
+        "why": if usable { "QAT crypto virtual functions bound to vfio-pci are visible (no offload path is built yet)" }
+               else { "no Intel QAT 4xxx crypto virtual functions (8086:4941/4943/4947) with /dev/vfio on this machine" },
+    })
+}
+
+fn config_report(path: &Path) -> Value {
+    let cfg = match quickshake_config::load_file(path) {
+        Ok(c) => c,
+        Err(e) => return json!({ "path": path.display().to_string(), "error": e.to_string() }),
+    };
+    let store = Store::new();
+    let providers = Providers::new(store.clone());
+    let result = quickshake_server::build_listeners(&cfg, &store, &providers);
+    json!({
+        "path": path.display().to_string(),
+        "starts": result.is_ok(),
+        "error": result.err().map(|e| e.to_string()),
+        "keys": providers.reports().iter().map(|r| r.to_json()).collect::<Vec<_>>(),
+    })
+}
+
+fn print_text(r: &Value) {
+    println!("CPU: {}", r["cpu"]["model"].as_str().unwrap_or("?"));
+    if let Some(flags) = r["cpu"]["flags"].as_object() {
+        let line: Vec<String> = flags
+            .iter()
+            .map(|(k, v)| format!("{k}{}", if v.as_bool() == Some(true) { "+" } else { "-" }))
+            .collect();
+        println!("  flags: {}", line.join(" "));
+    }
+    let cmb = &r["crypto_mb"];
+    println!(
+        "crypto_mb: {} (installed: {}, loaded: {}, applicable: {}{})",
+        if cmb["usable"].as_bool() == Some(true) {
+            "usable"
+        } else {
+            "not usable"
+        },
+        cmb["installed"].as_str().unwrap_or("no"),
+        cmb["loaded"],
+        cmb["applicable"],
+        cmb["version"]
+            .as_str()
+            .map(|v| format!(", version {v}"))
+            .unwrap_or_default()
+    );
+    if let Some(why) = cmb["why"].as_str() {
+        println!("  why: {why}");
+    }
+    println!("QAT: {}", r["qat"]["why"].as_str().unwrap_or("?"));
+    let w = &r["workers"];
+    println!(
+        "workers: {} (CPUs this process may run on: {}, online: {}) {}",
+        w["concurrency"],
+        w["cpuset"],
+        w["cpus_online"],
+        w["note"].as_str().unwrap_or("")
+    );
+    let Some(cfg) = r.get("config") else { return };
+    println!("config {}:", cfg["path"].as_str().unwrap_or("?"));
+    if let Some(err) = cfg["error"].as_str() {
+        println!("  does not start: {err}");
+    }
+    for k in cfg["keys"].as_array().into_iter().flatten() {
+        let engine = k["engine"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| "none: key in-process (fallback)".into());
+        println!(
+            "  {}: provider {} -> engine {engine}",
+            k["field"].as_str().unwrap_or("?"),
+            k["provider_name"]
+        );
+        println!("    why: {}", k["why"].as_str().unwrap_or(""));
+    }
 }

@@ -46,15 +46,16 @@ const RSA_BITS: [u32; 4] = [1024, 2048, 3072, 4096];
 /// k for which one crypto_mb call costs less than k BoringSSL operations.
 ///
 /// Measured here (2-vCPU AMD EPYC Zen 4 VM with AVX-512 IFMA, one thread, crypto_mb 2.3.0 from
-/// ipp-crypto 2026.2.0, best of 3 runs on a shared machine) with
-/// `QUICKSHAKE_CRYPTO_MB_DIR=.deps/crypto_mb cargo test -p quickshake-keyprovider --profile ci
-/// --test crypto_mb_engine -- --ignored --nocapture crossover`:
-/// RSA-2048: BoringSSL (`RSA_private_decrypt`, no padding) 0.57-0.59 ms/op; crypto_mb 1.02 ms
-/// per call of 1 lane, 1.03 ms for 8 lanes (0.13 ms/op, ~7700 op/s). 1.03 < 2 x 0.58, so k = 2
-/// (with only ~10% to spare: 3 is the safe choice if measurements elsewhere are noisier).
+/// ipp-crypto 2026.2.0, 4 runs on a shared, busy machine) with
+/// `cargo test -p quickshake-keyprovider --profile ci --test crypto_mb_engine -- --ignored
+/// --nocapture crossover`:
+/// RSA-2048: BoringSSL (`RSA_private_decrypt`, no padding) 0.57-0.62 ms/op; crypto_mb
+/// 1.02-1.06 ms per call of 1 lane, 1.03-1.18 ms for 8 lanes (0.13-0.15 ms/op, 6800-7800 op/s
+/// on one core). Every run: 2 lanes in one call < 2 BoringSSL ops (by ~10-15%), so k = 2;
+/// use 3 where measurements are noisier.
 const RSA_MIN_BATCH: usize = 2;
-/// ECDSA P-256, same command: BoringSSL 0.0175 ms/sign; crypto_mb 0.045 ms per call of 1 lane,
-/// 0.050 ms for 8 (0.0062 ms/op, ~160k op/s). 0.045 > 2 x 0.0175 but < 3 x 0.0175, so k = 3.
+/// ECDSA P-256, same command: BoringSSL 0.0175-0.021 ms/sign; crypto_mb 0.045-0.049 ms per
+/// call of 1 lane, 0.050-0.051 ms for 8 (~160k op/s). 1 call > 2 signs but < 3, so k = 3.
 const ECDSA_MIN_BATCH: usize = 3;
 
 /// P-256 group order n, big-endian.

@@ -46,7 +46,11 @@ impl FaultEngine {
         if let Some(d) = self.plan.delay {
             std::thread::sleep(d);
         }
-        if self.plan.panic_every.is_some_and(|n| n > 0 && b % n == 0) {
+        if self
+            .plan
+            .panic_every
+            .is_some_and(|n| n > 0 && b.is_multiple_of(n))
+        {
             panic!("fault engine: injected panic in batch {b}");
         }
     }
@@ -56,7 +60,7 @@ impl FaultEngine {
             .into_iter()
             .map(|r| {
                 let op = self.ops.fetch_add(1, Ordering::Relaxed) + 1;
-                let hit = |every: Option<u64>| every.is_some_and(|n| n > 0 && op % n == 0);
+                let hit = |every: Option<u64>| every.is_some_and(|n| n > 0 && op.is_multiple_of(n));
                 if hit(self.plan.error_every) {
                     return Err(LaneError::Failed("injected engine error".into()));
                 }

@@ -1,0 +1,305 @@
+//! Test support: run the real `quickshake` binary on a config, talk to it with real clients
+//! (curl, `openssl s_client`, quickshake-bench), read its admin endpoint.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The committed test certificates (`testdata/certs`, made by `testdata/gen-certs.sh`).
+pub fn certs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/certs")
+}
+
+pub fn cert(name: &str) -> String {
+    certs_dir().join(name).display().to_string()
+}
+
+pub fn testdata(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata").join(rel)
+}
+
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral port")
+}
+
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_quickshake")
+}
+
+/// A running gateway; killed on drop.
+pub struct Gateway {
+    child: Option<Child>,
+    pub port: u16,
+    /// The second listener port (`{{PORT2}}`).
+    pub port2: u16,
+    pub admin: u16,
+    pub dir: tempfile::TempDir,
+    pub log: PathBuf,
+}
+
+/// Replace `{{PORT}}`, `{{PORT2}}`, `{{ADMIN}}`, `{{CERTS}}`, `{{DIR}}` in a config template.
+pub fn render(template: &str, port: u16, port2: u16, admin: u16, dir: &Path) -> String {
+    template
+        .replace("{{PORT}}", &port.to_string())
+        .replace("{{PORT2}}", &port2.to_string())
+        .replace("{{ADMIN}}", &admin.to_string())
+        .replace("{{CERTS}}", &certs_dir().display().to_string())
+        .replace("{{DIR}}", &dir.display().to_string())
+}
+
+impl Gateway {
+    /// Start on a config template with extra command-line arguments and environment; wait until
+    /// the admin endpoint says LIVE. Panics with the gateway's log if it does not come up.
+    pub fn start_with_env(template: &str, args: &[&str], env: &[(&str, &str)]) -> Gateway {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (port, port2, admin) = (free_port(), free_port(), free_port());
+        let cfg = dir.path().join("config.yaml");
+        std::fs::write(&cfg, render(template, port, port2, admin, dir.path())).expect("write config");
+        let log = dir.path().join("quickshake.log");
+        let logf = std::fs::File::create(&log).expect("log file");
+        let mut cmd = Command::new(binary());
+        cmd.arg("-c").arg(&cfg).args(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .stdout(logf.try_clone().expect("clone log"))
+            .stderr(logf)
+            .spawn()
+            .expect("spawn quickshake");
+        let mut gw = Gateway {
+            child: Some(child),
+            port,
+            port2,
+            admin,
+            dir,
+            log,
+        };
+        gw.wait_ready();
+        gw
+    }
+
+    pub fn start(template: &str, args: &[&str]) -> Gateway {
+        Self::start_with_env(template, args, &[])
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("quickshake exited ({status}) before it was ready:\n{}", self.log_text());
+                }
+            }
+            if let Ok((200, body)) = http_get(self.admin, "/ready") {
+                if body.contains("LIVE") {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("quickshake not ready after 20 s:\n{}", self.log_text());
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("https://localhost:{}{}", self.port, path)
+    }
+
+    pub fn admin_get(&self, path: &str) -> (u16, String) {
+        http_get(self.admin, path).unwrap_or_else(|e| panic!("admin GET {path}: {e}"))
+    }
+
+    pub fn admin_post(&self, path: &str) -> (u16, String) {
+        http_request(self.admin, "POST", path).unwrap_or_else(|e| panic!("admin POST {path}: {e}"))
+    }
+
+    /// Every `name: value` line of `/stats` (counters and gauges).
+    pub fn stats(&self) -> HashMap<String, String> {
+        let (_, body) = self.admin_get("/stats");
+        body.lines()
+            .filter_map(|l| l.split_once(": "))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// A counter or gauge (0 when absent).
+    pub fn counter(&self, name: &str) -> u64 {
+        self.stats().get(name).and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+
+    /// Envoy's listener scope for this gateway's first listener on 0.0.0.0 or 127.0.0.1.
+    pub fn scope(&self, host: &str) -> String {
+        format!("listener.{host}_{}.", self.port)
+    }
+
+    /// Send SIGTERM and wait for exit (bounded); the exit status.
+    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut()?;
+        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = child.try_wait() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Run the binary on a config expected to be rejected; its exit code and stderr.
+pub fn start_expect_failure(template: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (port, port2, admin) = (free_port(), free_port(), free_port());
+    let cfg = dir.path().join("config.yaml");
+    std::fs::write(&cfg, render(template, port, port2, admin, dir.path())).expect("write config");
+    let mut cmd = Command::new(binary());
+    cmd.arg("-c").arg(&cfg).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("quickshake did not exit on a bad configuration");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).to_string())
+}
+
+/// Plain HTTP/1.1 to the admin port.
+pub fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    http_request(port, "GET", path)
+}
+
+pub fn http_request(port: u16, method: &str, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Ok((status, body))
+}
+
+/// Run curl with a 10 s cap.
+pub fn curl(args: &[&str]) -> Output {
+    Command::new("curl")
+        .args(["-sS", "--max-time", "10"])
+        .args(args)
+        .output()
+        .expect("curl is installed (scripts/setup)")
+}
+
+/// `openssl s_client` with `stdin` as input, bounded.
+pub fn s_client(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new("timeout")
+        .arg("10")
+        .arg("openssl")
+        .arg("s_client")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("openssl is installed");
+    if let Some(mut i) = child.stdin.take() {
+        let _ = i.write_all(stdin.as_bytes());
+    }
+    child.wait_with_output().expect("s_client output")
+}
+
+/// Poll until `f` is true (5 s max).
+pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+/// A minimal config: one TLS listener with a direct response, admin on `{{ADMIN}}`.
+/// `tls_certificates` and extra `DownstreamTlsContext` fields go in through `tls_extra`.
+pub fn direct_response_config(certificates: &str, tls_extra: &str, hcm_extra: &str) -> String {
+    format!(
+        r#"
+static_resources:
+  listeners:
+  - name: main
+    address: {{ socket_address: {{ address: 127.0.0.1, port_value: {{{{PORT}}}} }} }}
+    filter_chains:
+    - transport_socket:
+        name: envoy.transport_sockets.tls
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
+          common_tls_context:
+            alpn_protocols: [h2, http/1.1]
+            tls_certificates:
+{certificates}
+{tls_extra}
+      filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: ingress_http
+{hcm_extra}
+          route_config:
+            virtual_hosts:
+            - name: all
+              domains: ["*"]
+              routes:
+              - match: {{ prefix: / }}
+                direct_response: {{ status: 200, body: {{ inline_string: "hello from quickshake" }} }}
+          http_filters:
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+admin:
+  address: {{ socket_address: {{ address: 127.0.0.1, port_value: {{{{ADMIN}}}} }} }}
+"#
+    )
+}
+
+/// A `tls_certificates` entry with a plain key (indented for `direct_response_config`).
+pub fn plain_cert(name: &str) -> String {
+    format!(
+        "            - certificate_chain: {{ filename: {{{{CERTS}}}}/{name}.cert.pem }}\n              private_key: {{ filename: {{{{CERTS}}}}/{name}.key.pem }}"
+    )
+}
