@@ -47,6 +47,11 @@ impl<T> BatchQueue<T> {
         self.items.len()
     }
 
+    /// The generation of the batch being filled.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

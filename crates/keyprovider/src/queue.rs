@@ -97,13 +97,37 @@ fn arm_flush(core: Arc<ProviderCore>, class: OpClass, generation: u64) {
         }
         BatchingMode::Adaptive => {
             handle.spawn(async move {
-                // Spawned tasks run after the work this worker already has ready; one yield lets
-                // the event loop collect newly readable sockets (more ClientHellos) first.
-                tokio::task::yield_now().await;
+                // Spawned tasks run after the work this worker already has ready. Each yield
+                // also lets the event loop collect newly readable sockets (more ClientHellos);
+                // flush once a round passes with no new arrival, the worker is then idle as far
+                // as this queue can tell. `poll_delay` bounds the wait.
+                let deadline = tokio::time::Instant::now() + core.poll_delay;
+                let mut seen = 0;
+                loop {
+                    tokio::task::yield_now().await;
+                    let now = queued(&core, class, generation);
+                    if now == 0 || now == seen || tokio::time::Instant::now() >= deadline {
+                        break;
+                    }
+                    seen = now;
+                }
                 flush(&core, class, generation);
             });
         }
     }
+}
+
+/// How many operations the batch of `generation` holds (0 once it was processed).
+fn queued(core: &ProviderCore, class: OpClass, generation: u64) -> usize {
+    QUEUES.with(|q| {
+        q.borrow().get(&(core.id, class)).map_or(0, |b| {
+            if b.generation() == generation {
+                b.len()
+            } else {
+                0
+            }
+        })
+    })
 }
 
 fn flush(core: &Arc<ProviderCore>, class: OpClass, generation: u64) {

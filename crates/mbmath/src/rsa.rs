@@ -245,9 +245,10 @@ impl RsaCrtKey {
 
 /// RSA private-key operation `x^d mod n` by CRT for a batch of lanes, each
 /// with its own key and big-endian input (`input < n`). All exponentiations
-/// of the batch (two per lane) run side by side on `backend`; a full group is
-/// 4 RSA operations on AVX2 (8 exponentiations = 2 ymm groups) and 4 on IFMA
-/// (8 lanes per zmm), so batches of 8 keep every lane busy. Any number of
+/// of the batch (two per lane) run side by side on `backend`: a SIMD group is
+/// 4 exponentiations (2 RSA operations) on AVX2 and 8 (4 RSA operations) on
+/// IFMA, and a partly filled group costs as much as a full one, so a batch of
+/// 8 is 4 AVX2 groups or 2 IFMA groups with every lane busy. Any number of
 /// lanes is accepted; keys of different sizes may be mixed.
 ///
 /// Returns one result per lane: the `modulus_bytes()`-long big-endian

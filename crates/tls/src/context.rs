@@ -26,6 +26,7 @@ ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384";
 pub const DEFAULT_CURVES: &str = "X25519MLKEM768:X25519:P-256";
 
 const ECDSA_SECP256R1_SHA256: u16 = 0x0403;
+const SECP256R1: u16 = 23;
 
 /// One certificate as loaded, for `/certs` and `/config_dump`.
 #[derive(Debug, Clone)]
@@ -324,17 +325,47 @@ fn select_certificate(
 }
 
 /// Does the ClientHello allow an ECDSA P-256 certificate? It must list
-/// `ecdsa_secp256r1_sha256` among its signature algorithms.
+/// `ecdsa_secp256r1_sha256` among its signature algorithms, and either offer TLS 1.3 or, for
+/// TLS 1.2, an ECDHE-ECDSA cipher suite (a client offering only RSA key exchange or ECDHE-RSA
+/// suites needs the RSA certificate).
 fn client_offers_ecdsa(hello: &ClientHello<'_>) -> bool {
     let Some(ext) = hello.get_extension(ExtensionType::SIGNATURE_ALGORITHMS) else {
         return false;
     };
-    if ext.len() < 2 {
+    if !u16_list(ext).any(|alg| alg == ECDSA_SECP256R1_SHA256) {
         return false;
     }
-    ext[2..]
+    let tls13 = hello
+        .get_extension(ExtensionType::SUPPORTED_VERSIONS)
+        .and_then(|v| v.split_first())
+        .is_some_and(|(_, versions)| versions.chunks_exact(2).any(|c| c == [0x03, 0x04]));
+    if tls13 {
+        return true;
+    }
+    // TLS 1.2 also needs the client to accept P-256 (RFC 8422 section 5.1).
+    let p256 = hello
+        .get_extension(ExtensionType::SUPPORTED_GROUPS)
+        .is_some_and(|g| u16_list(g).any(|group| group == SECP256R1));
+    p256 && hello
+        .ciphers()
         .chunks_exact(2)
-        .any(|c| u16::from_be_bytes([c[0], c[1]]) == ECDSA_SECP256R1_SHA256)
+        .any(|c| is_ecdhe_ecdsa(u16::from_be_bytes([c[0], c[1]])))
+}
+
+/// The entries of a TLS `u16` list with a two-byte length prefix.
+fn u16_list(ext: &[u8]) -> impl Iterator<Item = u16> + '_ {
+    ext.get(2..)
+        .unwrap_or(&[])
+        .chunks_exact(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]))
+}
+
+/// TLS 1.2 ECDHE-ECDSA cipher suites BoringSSL implements.
+fn is_ecdhe_ecdsa(suite: u16) -> bool {
+    matches!(
+        suite,
+        0xc009 | 0xc00a | 0xc02b | 0xc02c | 0xcca9 | 0xc023 | 0xc024
+    )
 }
 
 /// Used by tests of certificate selection.

@@ -2,6 +2,9 @@
 //! (curl, `openssl s_client`, quickshake-bench), read its admin endpoint.
 #![allow(dead_code)]
 
+pub mod providers;
+pub mod tls_client;
+
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -19,7 +22,9 @@ pub fn cert(name: &str) -> String {
 }
 
 pub fn testdata(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata")
+        .join(rel)
 }
 
 /// A port nothing listens on right now.
@@ -62,7 +67,8 @@ impl Gateway {
         let dir = tempfile::tempdir().expect("tempdir");
         let (port, port2, admin) = (free_port(), free_port(), free_port());
         let cfg = dir.path().join("config.yaml");
-        std::fs::write(&cfg, render(template, port, port2, admin, dir.path())).expect("write config");
+        std::fs::write(&cfg, render(template, port, port2, admin, dir.path()))
+            .expect("write config");
         let log = dir.path().join("quickshake.log");
         let logf = std::fs::File::create(&log).expect("log file");
         let mut cmd = Command::new(binary());
@@ -96,7 +102,10 @@ impl Gateway {
         while Instant::now() < deadline {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
-                    panic!("quickshake exited ({status}) before it was ready:\n{}", self.log_text());
+                    panic!(
+                        "quickshake exited ({status}) before it was ready:\n{}",
+                        self.log_text()
+                    );
                 }
             }
             if let Ok((200, body)) = http_get(self.admin, "/ready") {
@@ -136,7 +145,10 @@ impl Gateway {
 
     /// A counter or gauge (0 when absent).
     pub fn counter(&self, name: &str) -> u64 {
-        self.stats().get(name).and_then(|v| v.parse().ok()).unwrap_or(0)
+        self.stats()
+            .get(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
     }
 
     /// Envoy's listener scope for this gateway's first listener on 0.0.0.0 or 127.0.0.1.
@@ -147,7 +159,10 @@ impl Gateway {
     /// Send SIGTERM and wait for exit (bounded); the exit status.
     pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
         let child = self.child.as_mut()?;
-        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             if let Ok(Some(s)) = child.try_wait() {
@@ -183,7 +198,11 @@ pub fn start_expect_failure(template: &str, args: &[&str], env: &[(&str, &str)])
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Ok(Some(_)) = child.try_wait() {
@@ -196,7 +215,10 @@ pub fn start_expect_failure(template: &str, args: &[&str], env: &[(&str, &str)])
         std::thread::sleep(Duration::from_millis(20));
     }
     let out = child.wait_with_output().expect("output");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).to_string())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
 }
 
 /// Plain HTTP/1.1 to the admin port.
@@ -211,8 +233,15 @@ pub fn http_request(port: u16, method: &str, path: &str) -> std::io::Result<(u16
     let mut buf = Vec::new();
     s.read_to_end(&mut buf)?;
     let text = String::from_utf8_lossy(&buf).to_string();
-    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     Ok((status, body))
 }
 

@@ -1,0 +1,96 @@
+//! dudect-style timing test (Reparaz, Balasch, Verbauwhede 2017): times the
+//! CRT batch for a *fixed* secret input class against a *random* one,
+//! interleaved in random order, and prints Welch's t statistic per backend.
+//! |t| well below ~4.5 means no leak was detected at this sample size.
+//!
+//! This is the constant-time check for the IFMA backend, which valgrind
+//! cannot execute. Timing is noisy on shared machines, so the statistic is
+//! reported, not asserted:
+//!
+//! `cargo test --release -p quickshake-mbmath --test dudect -- --ignored --nocapture`
+//! (`DUDECT_SAMPLES=N` per class, default 1500.)
+
+mod common;
+
+use std::time::Instant;
+
+use common::{backends, load_keys};
+use quickshake_mbmath::{rsa_private_crt_batch_unchecked, RsaCrtKey};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+fn welch_t(a: &[f64], b: &[f64]) -> f64 {
+    let stats = |x: &[f64]| {
+        let n = x.len() as f64;
+        let mean = x.iter().sum::<f64>() / n;
+        let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        (mean, var, n)
+    };
+    let (ma, va, na) = stats(a);
+    let (mb, vb, nb) = stats(b);
+    (ma - mb) / (va / na + vb / nb).sqrt()
+}
+
+/// Drops samples above the `pct` percentile of the pooled data (dudect's
+/// cropping against interrupts and other noise).
+fn crop(a: &[f64], b: &[f64], pct: f64) -> (Vec<f64>, Vec<f64>) {
+    let mut all: Vec<f64> = a.iter().chain(b).copied().collect();
+    all.sort_by(|x, y| x.partial_cmp(y).unwrap());
+    let cut = all[((all.len() as f64 * pct) as usize).min(all.len() - 1)];
+    (
+        a.iter().copied().filter(|&v| v <= cut).collect(),
+        b.iter().copied().filter(|&v| v <= cut).collect(),
+    )
+}
+
+#[test]
+#[ignore = "timing measurement; run explicitly with --ignored --nocapture"]
+fn dudect_fixed_vs_random_messages() {
+    let samples: usize = std::env::var("DUDECT_SAMPLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1500);
+    let keys: Vec<RsaCrtKey> = load_keys(2048).iter().take(8).map(|c| c.key()).collect();
+    let mut rng = StdRng::seed_from_u64(0xd0d0);
+    // Fixed class: a constant low-Hamming-weight message (1) in every lane.
+    let mut fixed = vec![0u8; 256];
+    fixed[255] = 1;
+    for backend in backends() {
+        let mut times = [Vec::with_capacity(samples), Vec::with_capacity(samples)];
+        while times[0].len() < samples || times[1].len() < samples {
+            let class = rng.gen_range(0..2usize);
+            let msgs: Vec<Vec<u8>> = (0..8)
+                .map(|_| {
+                    if class == 0 {
+                        fixed.clone()
+                    } else {
+                        let mut m = vec![0u8; 256];
+                        rng.fill(&mut m[1..]);
+                        m
+                    }
+                })
+                .collect();
+            let lanes: Vec<(&RsaCrtKey, &[u8])> = keys
+                .iter()
+                .zip(&msgs)
+                .map(|(k, m)| (k, m.as_slice()))
+                .collect();
+            let t = Instant::now();
+            let out = rsa_private_crt_batch_unchecked(backend, &lanes);
+            let dt = t.elapsed().as_nanos() as f64;
+            std::hint::black_box(out);
+            if times[class].len() < samples {
+                times[class].push(dt);
+            }
+        }
+        let t_all = welch_t(&times[0], &times[1]);
+        let (a, b) = crop(&times[0], &times[1], 0.9);
+        let t_crop = welch_t(&a, &b);
+        let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64 / 1e3;
+        println!(
+            "dudect {:<8} samples/class={samples} mean fixed={:.1}us random={:.1}us  t={t_all:+.2}  t(cropped p90)={t_crop:+.2}",
+            backend.kind().name(),
+            mean(&times[0]),
+            mean(&times[1]),
+        );
+    }
+}

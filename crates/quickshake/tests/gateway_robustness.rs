@@ -1,0 +1,310 @@
+//! Misbehaving clients hurt only themselves: garbage bytes, a truncated ClientHello, a client
+//! that never finishes its handshake, and the global connection limit. Each moves the expected
+//! counter by the expected amount while curl keeps getting 200.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+fn with_handshake_timeout(template: &str, timeout: &str) -> String {
+    let t = template.replace(
+        "\n      filters:\n",
+        &format!("\n      transport_socket_connect_timeout: {timeout}\n      filters:\n"),
+    );
+    assert!(t.contains("transport_socket_connect_timeout"), "{t}");
+    t
+}
+
+fn base() -> String {
+    direct_response_config(&plain_cert("rsa2048"), "", "")
+}
+
+fn curl_ok(gw: &Gateway) {
+    let out = curl(&[
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "--cacert",
+        &cert("rsa2048.cert.pem"),
+        &gw.url("/"),
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "200",
+        "curl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn connect(gw: &Gateway) -> TcpStream {
+    let s = TcpStream::connect(("127.0.0.1", gw.port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    s
+}
+
+/// Read until the peer closes (or resets); how long that took. Panics after the read timeout.
+fn wait_closed(s: &mut TcpStream) -> Duration {
+    let started = Instant::now();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return started.elapsed(),
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return started.elapsed(),
+            Err(e) => panic!("the server did not close the connection: {e}"),
+        }
+    }
+}
+
+/// A real ClientHello: let `openssl s_client` connect to a local socket and keep what it sends.
+fn capture_client_hello() -> Vec<u8> {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let mut child = Command::new("timeout")
+        .args(["10", "openssl", "s_client", "-connect"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["-servername", "localhost"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("openssl s_client");
+    let (mut s, _) = l.accept().expect("accept s_client");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut hello = Vec::new();
+    let mut buf = [0u8; 4096];
+    // A TLS record: 5-byte header, then the length it announces.
+    while hello.len() < 5 || hello.len() < 5 + usize::from(u16::from_be_bytes([hello[3], hello[4]]))
+    {
+        let n = s.read(&mut buf).expect("read ClientHello");
+        assert!(n > 0, "s_client closed early");
+        hello.extend_from_slice(&buf[..n]);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(hello[0], 0x16, "a handshake record");
+    assert_eq!(hello[5], 0x01, "a ClientHello");
+    assert!(hello.len() > 100, "ClientHello of {} bytes", hello.len());
+    hello
+}
+
+#[test]
+fn garbage_bytes_end_only_that_connection() {
+    let gw = Gateway::start(&base(), &["--concurrency", "2"]);
+    let scope = gw.scope("127.0.0.1");
+    curl_ok(&gw);
+    let errors = |gw: &Gateway| gw.counter(&format!("{scope}ssl.connection_error"));
+    assert_eq!(errors(&gw), 0);
+
+    let mut s = connect(&gw);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .expect("write");
+    wait_closed(&mut s);
+    eventually("one connection error", || errors(&gw) == 1);
+
+    let mut s = connect(&gw);
+    let junk: Vec<u8> = (0..2048u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let _ = s.write_all(&junk);
+    wait_closed(&mut s);
+    eventually("two connection errors", || errors(&gw) == 2);
+
+    // A record header that announces a handshake record far too long.
+    let mut s = connect(&gw);
+    s.write_all(&[0x16, 0x03, 0x01, 0xff, 0xff, 0x01, 0x00])
+        .expect("write");
+    drop(s);
+    eventually("three connection errors", || errors(&gw) == 3);
+
+    curl_ok(&gw);
+    assert_eq!(errors(&gw), 3, "curl's connection is no error");
+    assert_eq!(gw.counter(&format!("{scope}ssl.handshake")), 2);
+    eventually("all connections closed", || {
+        gw.counter(&format!("{scope}downstream_cx_active")) == 0
+    });
+    assert_eq!(gw.counter(&format!("{scope}downstream_cx_destroy")), 5);
+}
+
+#[test]
+fn truncated_client_hello_then_close() {
+    let hello = capture_client_hello();
+    let gw = Gateway::start(&base(), &["--concurrency", "2"]);
+    let scope = gw.scope("127.0.0.1");
+    let errors = |gw: &Gateway| gw.counter(&format!("{scope}ssl.connection_error"));
+
+    // The whole ClientHello is a real one: the gateway answers it.
+    let mut s = connect(&gw);
+    s.write_all(&hello).expect("write");
+    let mut buf = [0u8; 5];
+    s.read_exact(&mut buf).expect("ServerHello");
+    assert_eq!(buf[0], 0x16, "the server answers with a handshake record");
+    drop(s);
+
+    let before = errors(&gw);
+    for _ in 0..3 {
+        let mut s = connect(&gw);
+        s.write_all(&hello[..50]).expect("write");
+        s.shutdown(std::net::Shutdown::Write).expect("half-close");
+        wait_closed(&mut s);
+    }
+    eventually("three more connection errors", || errors(&gw) == before + 3);
+    curl_ok(&gw);
+    assert_eq!(
+        gw.counter(&format!(
+            "{scope}downstream_cx_transport_socket_connect_timeout"
+        )),
+        0
+    );
+}
+
+#[test]
+fn truncated_client_hello_that_stalls_times_out() {
+    let hello = capture_client_hello();
+    let gw = Gateway::start(
+        &with_handshake_timeout(&base(), "1s"),
+        &["--concurrency", "1"],
+    );
+    let scope = gw.scope("127.0.0.1");
+    let mut s = connect(&gw);
+    s.write_all(&hello[..50]).expect("write");
+    // Meanwhile others are served at once.
+    let started = Instant::now();
+    curl_ok(&gw);
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "curl waited"
+    );
+    let waited = wait_closed(&mut s);
+    assert!(waited < Duration::from_secs(3), "closed after {waited:?}");
+    eventually("one handshake timeout", || {
+        gw.counter(&format!(
+            "{scope}downstream_cx_transport_socket_connect_timeout"
+        )) == 1
+    });
+}
+
+#[test]
+fn silent_client_times_out_in_handshake() {
+    let gw = Gateway::start(
+        &with_handshake_timeout(&base(), "1s"),
+        &["--concurrency", "2"],
+    );
+    let scope = gw.scope("127.0.0.1");
+    let timeouts = |gw: &Gateway| {
+        gw.counter(&format!(
+            "{scope}downstream_cx_transport_socket_connect_timeout"
+        ))
+    };
+    let started = Instant::now();
+    let mut silent: Vec<TcpStream> = (0..3).map(|_| connect(&gw)).collect();
+    eventually("silent connections accepted", || {
+        gw.counter(&format!("{scope}downstream_cx_active")) == 3
+    });
+    // Served while the silent ones wait.
+    curl_ok(&gw);
+    curl_ok(&gw);
+    assert_eq!(
+        timeouts(&gw),
+        0,
+        "nothing timed out within the first second"
+    );
+    for s in &mut silent {
+        wait_closed(s);
+    }
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(4),
+        "closed after {waited:?}"
+    );
+    eventually("three handshake timeouts", || timeouts(&gw) == 3);
+    assert_eq!(gw.counter(&format!("{scope}ssl.connection_error")), 0);
+    assert_eq!(gw.counter(&format!("{scope}ssl.handshake")), 2);
+    curl_ok(&gw);
+    eventually("all closed", || {
+        gw.counter(&format!("{scope}downstream_cx_active")) == 0
+    });
+}
+
+const LIMIT: &str = r#"overload_manager:
+  resource_monitors:
+  - name: envoy.resource_monitors.global_downstream_max_connections
+    typed_config:
+      "@type": type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig
+      max_active_downstream_connections: 2
+"#;
+
+#[test]
+fn global_connection_limit() {
+    let template = format!("{}{LIMIT}", with_handshake_timeout(&base(), "30s"));
+    let gw = Gateway::start(&template, &["--concurrency", "2"]);
+    let scope = gw.scope("127.0.0.1");
+    let overflow = |gw: &Gateway| gw.counter(&format!("{scope}downstream_cx_overflow"));
+    curl_ok(&gw);
+    eventually("curl's connection closed", || {
+        gw.counter(&format!("{scope}downstream_cx_active")) == 0
+    });
+
+    let held: Vec<TcpStream> = (0..2).map(|_| connect(&gw)).collect();
+    eventually("two held connections", || {
+        gw.counter(&format!("{scope}downstream_cx_active")) == 2
+    });
+    assert_eq!(overflow(&gw), 0);
+
+    // A third is closed at once, without a TLS answer.
+    let mut third = connect(&gw);
+    let _ = third.write_all(b"\x16\x03\x01");
+    let waited = wait_closed(&mut third);
+    assert!(waited < Duration::from_secs(2), "refused after {waited:?}");
+    eventually("one overflow", || overflow(&gw) == 1);
+    assert_eq!(
+        gw.counter(&format!("{scope}downstream_global_cx_overflow")),
+        1
+    );
+    assert_eq!(gw.counter(&format!("{scope}downstream_cx_active")), 2);
+
+    drop(held);
+    eventually("held connections closed", || {
+        gw.counter(&format!("{scope}downstream_cx_active")) == 0
+    });
+    curl_ok(&gw);
+    curl_ok(&gw);
+    assert_eq!(overflow(&gw), 1, "no overflow once below the limit");
+    assert_eq!(gw.counter("server.total_connections"), 0);
+}
+
+#[test]
+fn global_connection_limit_from_runtime() {
+    let runtime = r#"layered_runtime:
+  layers:
+  - name: static
+    static_layer:
+      overload:
+        global_downstream_max_connections: 1
+"#;
+    let template = format!("{}{runtime}", with_handshake_timeout(&base(), "30s"));
+    let gw = Gateway::start(&template, &["--concurrency", "1"]);
+    let scope = gw.scope("127.0.0.1");
+    let held = connect(&gw);
+    eventually("one held connection", || {
+        gw.counter(&format!("{scope}downstream_cx_active")) == 1
+    });
+    let out = curl(&["--cacert", &cert("rsa2048.cert.pem"), &gw.url("/")]);
+    assert!(!out.status.success(), "curl over the limit must fail");
+    eventually("one overflow", || {
+        gw.counter(&format!("{scope}downstream_cx_overflow")) == 1
+    });
+    drop(held);
+    eventually("held connection closed", || {
+        gw.counter(&format!("{scope}downstream_cx_active")) == 0
+    });
+    curl_ok(&gw);
+}

@@ -1,0 +1,132 @@
+//! Every private-key operation a handshake can need, through every engine this machine has:
+//! RSA-PSS (TLS 1.3), RSA PKCS#1 (TLS 1.2 ECDHE-RSA), RSA decryption (TLS 1.2 RSA key
+//! exchange) and ECDSA P-256, with real clients, counted by the provider's stats.
+
+mod support;
+
+use support::providers::{batching_cert, crypto_mb_usable, provider_counter};
+use support::tls_client::{handshake, ClientOpts};
+use support::{direct_response_config, Gateway};
+
+const TLS12_CIPHERS: &str = "            tls_params:\n              cipher_suites: [ECDHE-ECDSA-AES128-GCM-SHA256, ECDHE-RSA-AES128-GCM-SHA256, AES128-GCM-SHA256]\n";
+
+fn engines() -> Vec<&'static str> {
+    let mut e = vec!["software", "auto"];
+    if crypto_mb_usable() {
+        e.push("crypto_mb");
+    } else {
+        eprintln!("crypto_mb not usable on this machine: its engine run is skipped (see quickshake doctor)");
+    }
+    e
+}
+
+fn gateway(engine: &str, rsa: &str) -> Gateway {
+    let certs = format!(
+        "{}{}",
+        batching_cert(rsa, &[("engine", engine), ("batching", "adaptive")]),
+        batching_cert(
+            "ecdsa-p256",
+            &[("engine", engine), ("batching", "adaptive")]
+        )
+    );
+    Gateway::start(
+        &direct_response_config(&certs, TLS12_CIPHERS, ""),
+        &["--concurrency", "1"],
+    )
+}
+
+fn ok(gw: &Gateway, opts: ClientOpts, what: &str) {
+    let (_, status) =
+        handshake(gw.port, &opts).unwrap_or_else(|e| panic!("{what}: {e}\n{}", gw.log_text()));
+    assert!(status.contains("200"), "{what}: {status}");
+}
+
+#[test]
+fn every_operation_on_every_engine() {
+    for engine in engines() {
+        let gw = gateway(engine, "rsa2048");
+        ok(
+            &gw,
+            ClientOpts {
+                sigalgs: Some("rsa_pss_rsae_sha256".into()),
+                ..Default::default()
+            },
+            "TLS 1.3 RSA-PSS",
+        );
+        ok(
+            &gw,
+            ClientOpts {
+                tls12: true,
+                cipher: Some("ECDHE-RSA-AES128-GCM-SHA256".into()),
+                sigalgs: Some("rsa_pkcs1_sha256".into()),
+            },
+            "TLS 1.2 RSA PKCS#1",
+        );
+        assert_eq!(provider_counter(&gw, "rsa_sign"), 2, "engine {engine}");
+        ok(
+            &gw,
+            ClientOpts {
+                tls12: true,
+                cipher: Some("AES128-GCM-SHA256".into()),
+                ..Default::default()
+            },
+            "TLS 1.2 RSA decrypt",
+        );
+        assert_eq!(provider_counter(&gw, "rsa_decrypt"), 1, "engine {engine}");
+        ok(
+            &gw,
+            ClientOpts {
+                sigalgs: Some("ecdsa_secp256r1_sha256".into()),
+                ..Default::default()
+            },
+            "TLS 1.3 ECDSA",
+        );
+        ok(
+            &gw,
+            ClientOpts {
+                tls12: true,
+                cipher: Some("ECDHE-ECDSA-AES128-GCM-SHA256".into()),
+                sigalgs: Some("ecdsa_secp256r1_sha256".into()),
+            },
+            "TLS 1.2 ECDSA",
+        );
+        assert_eq!(provider_counter(&gw, "ecdsa_sign"), 2, "engine {engine}");
+        assert_eq!(provider_counter(&gw, "failed"), 0, "engine {engine}");
+        assert_eq!(provider_counter(&gw, "verify_failed"), 0, "engine {engine}");
+        let expected = if engine == "auto" && crypto_mb_usable() {
+            "crypto_mb"
+        } else if engine == "auto" {
+            "software"
+        } else {
+            engine
+        };
+        assert_eq!(
+            gw.counter(&format!(
+                "{}cryptomb.engine.{expected}",
+                gw.scope("127.0.0.1")
+            )),
+            1,
+            "engine {engine}"
+        );
+    }
+}
+
+#[test]
+fn every_rsa_size_on_every_engine() {
+    for engine in engines() {
+        for bits in ["rsa1024", "rsa3072", "rsa4096"] {
+            let gw = gateway(engine, bits);
+            ok(&gw, ClientOpts::default(), &format!("{bits} on {engine}"));
+            ok(
+                &gw,
+                ClientOpts {
+                    tls12: true,
+                    cipher: Some("AES128-GCM-SHA256".into()),
+                    ..Default::default()
+                },
+                &format!("{bits} decrypt on {engine}"),
+            );
+            assert_eq!(provider_counter(&gw, "failed"), 0);
+        }
+    }
+}
