@@ -94,6 +94,14 @@ pub(crate) fn neg_inv_u64(n0: u64) -> u64 {
     x.wrapping_neg()
 }
 
+/// `t + a * b + c` as a 128-bit value (cannot overflow). Written with
+/// wrapping operations so that debug builds' overflow checks add no
+/// value-dependent branches (the valgrind harness would flag them).
+#[inline(always)]
+fn mac(t: u64, a: u64, b: u64, c: u64) -> u128 {
+    (a as u128).wrapping_mul(b as u128).wrapping_add(t as u128).wrapping_add(c as u128)
+}
+
 /// Schoolbook product `out = a * b`, `out.len() == a.len() + b.len()`.
 pub(crate) fn mul_into(a: &[u64], b: &[u64], out: &mut [u64]) {
     debug_assert_eq!(out.len(), a.len() + b.len());
@@ -101,7 +109,7 @@ pub(crate) fn mul_into(a: &[u64], b: &[u64], out: &mut [u64]) {
     for (i, &ai) in a.iter().enumerate() {
         let mut carry = 0u64;
         for (j, &bj) in b.iter().enumerate() {
-            let v = out[i + j] as u128 + ai as u128 * bj as u128 + carry as u128;
+            let v = mac(out[i + j], ai, bj, carry);
             out[i + j] = v as u64;
             carry = (v >> 64) as u64;
         }
@@ -120,25 +128,25 @@ pub(crate) fn mont_mul_into(a: &[u64], b: &[u64], n: &[u64], n0: u64, out: &mut 
     for &ai in a {
         let mut c = 0u64;
         for j in 0..l {
-            let v = t[j] as u128 + ai as u128 * b[j] as u128 + c as u128;
+            let v = mac(t[j], ai, b[j], c);
             t[j] = v as u64;
             c = (v >> 64) as u64;
         }
-        let v = t[l] as u128 + c as u128;
+        let v = mac(t[l], 0, 0, c);
         t[l] = v as u64;
         t[l + 1] = (v >> 64) as u64;
 
         let m = t[0].wrapping_mul(n0);
-        let v = t[0] as u128 + m as u128 * n[0] as u128;
+        let v = mac(t[0], m, n[0], 0);
         let mut c = (v >> 64) as u64;
         for j in 1..l {
-            let v = t[j] as u128 + m as u128 * n[j] as u128 + c as u128;
+            let v = mac(t[j], m, n[j], c);
             t[j - 1] = v as u64;
             c = (v >> 64) as u64;
         }
-        let v = t[l] as u128 + c as u128;
+        let v = mac(t[l], 0, 0, c);
         t[l - 1] = v as u64;
-        t[l] = t[l + 1] + (v >> 64) as u64;
+        t[l] = t[l + 1].wrapping_add((v >> 64) as u64);
     }
     out.copy_from_slice(&t[..l]);
     reduce_once(out, t[l], n);

@@ -172,9 +172,7 @@ fn bench_binary() -> PathBuf {
         .parent()
         .and_then(|d| d.parent())
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/ci")
-        });
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/ci"));
     let path = profile_dir.join("quickshake-bench");
     if !path.exists() {
         let status = Command::new(env!("CARGO"))
@@ -226,7 +224,23 @@ fn check_bench(gw: &Gateway, v: &serde_json::Value) {
         "{v}"
     );
     assert_eq!(reused_counter(gw), 0);
-    assert!(handshakes(gw) >= handshakes_client);
+    // The server finishes a TLS 1.3 handshake after the client does: give it a moment. A
+    // connection the client drops as the window closes (at most one per slot, -c 8) may be reset
+    // before the server reads the client's Finished.
+    let handshakes_client = handshakes_client.saturating_sub(8);
+    let mut server_total = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while std::time::Instant::now() < deadline {
+        server_total = handshakes(gw);
+        if server_total >= handshakes_client {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        server_total >= handshakes_client,
+        "server counted {server_total} handshakes, client {handshakes_client}: {v}"
+    );
 }
 
 #[test]
