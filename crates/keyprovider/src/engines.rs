@@ -4,7 +4,10 @@
 
 use std::sync::{Arc, OnceLock};
 
+use quickshake_mbmath::BackendKind;
+
 use crate::engine::crypto_mb::CryptoMbEngine;
+use crate::engine::mbmath::MbMathEngine;
 use crate::engine::software::SoftwareEngine;
 use crate::engine::Engine;
 
@@ -15,17 +18,84 @@ pub struct EngineStatus {
     pub engine: Result<Arc<dyn Engine>, String>,
 }
 
-/// The accelerated engines, best first. Detected once.
+/// Whether `QUICKSHAKE_HIDE_ENGINES` (comma-separated names, or `all`) hides an engine.
+pub fn hidden(name: &str) -> bool {
+    std::env::var("QUICKSHAKE_HIDE_ENGINES")
+        .map(|v| v.split(',').map(str::trim).any(|h| h == name || h == "all"))
+        .unwrap_or(false)
+}
+
+fn ours(kind: BackendKind, min_batch: usize) -> EngineStatus {
+    let name = kind.name();
+    let engine = if hidden(name) {
+        Err(format!("{name} is hidden by QUICKSHAKE_HIDE_ENGINES"))
+    } else {
+        MbMathEngine::new(kind, min_batch).map(|e| Arc::new(e) as Arc<dyn Engine>)
+    };
+    EngineStatus { name, engine }
+}
+
+/// The accelerated engines this build knows, in the order `auto` prefers them (the committed
+/// ranking in `ranking()`), each with whether it is usable here. Detected once.
 pub fn accelerated() -> &'static [EngineStatus] {
     static DETECTED: OnceLock<Vec<EngineStatus>> = OnceLock::new();
     DETECTED.get_or_init(|| {
-        vec![EngineStatus {
-            name: "crypto_mb",
-            engine: CryptoMbEngine::load()
-                .map(|e| Arc::new(e) as Arc<dyn Engine>)
-                .map_err(|e| e.reason()),
-        }]
+        let mut all = vec![
+            EngineStatus {
+                name: "crypto_mb",
+                engine: CryptoMbEngine::load()
+                    .map(|e| Arc::new(e) as Arc<dyn Engine>)
+                    .map_err(|e| e.reason()),
+            },
+            ours(BackendKind::Ifma, IFMA_MIN_BATCH),
+            ours(BackendKind::Avx2, AVX2_MIN_BATCH),
+        ];
+        let order = ranking();
+        all.sort_by_key(|s| {
+            order
+                .iter()
+                .position(|n| *n == s.name)
+                .unwrap_or(usize::MAX)
+        });
+        all
     })
+}
+
+/// Smallest batch worth an engine call (below it BoringSSL one at a time is cheaper), measured
+/// with `bench/engine` (see docs/benchmarks.md, engines section).
+pub const IFMA_MIN_BATCH: usize = 2;
+pub const AVX2_MIN_BATCH: usize = 3;
+
+/// The committed ranking for `engine: auto`, keyed by CPU features, from `bench/engine` runs
+/// (RSA-2048 signatures/s per core, all engines in one run; docs/benchmarks.md). Deterministic:
+/// the same CPU features always give the same order.
+pub fn ranking() -> &'static [&'static str] {
+    if cpu_has("avx512ifma") {
+        RANKING_IFMA
+    } else {
+        RANKING_AVX2
+    }
+}
+
+/// CPUs with AVX-512 IFMA (e.g. AMD Zen 4, Intel Ice Lake and later).
+pub const RANKING_IFMA: &[&str] = &["crypto_mb", "ifma", "avx2"];
+/// CPUs without IFMA (e.g. AMD Zen 3): crypto_mb does not run there.
+pub const RANKING_AVX2: &[&str] = &["avx2", "crypto_mb", "ifma"];
+
+fn cpu_has(flag: &str) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        match flag {
+            "avx512ifma" => std::arch::is_x86_feature_detected!("avx512ifma"),
+            "avx2" => std::arch::is_x86_feature_detected!("avx2"),
+            _ => false,
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = flag;
+        false
+    }
 }
 
 /// The software engine (always usable).
@@ -52,6 +122,10 @@ pub fn best_accelerated() -> Result<Arc<dyn Engine>, String> {
 pub fn by_name(name: &str) -> Result<Arc<dyn Engine>, String> {
     if name == "software" {
         return Ok(software());
+    }
+    if name == "portable" {
+        // Our arithmetic's reference backend: runs everywhere, not an acceleration (tests).
+        return MbMathEngine::new(BackendKind::Portable, 1).map(|e| Arc::new(e) as Arc<dyn Engine>);
     }
     match accelerated().iter().find(|s| s.name == name) {
         Some(s) => s.engine.clone(),

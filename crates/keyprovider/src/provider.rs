@@ -78,7 +78,18 @@ impl ProviderCore {
                 OpKind::EcdsaSign => self.stats.ecdsa_sign.inc(),
             }
         }
-        let scalar = self.use_crossover && size < min;
+        // Operations the engine does not compute (a key size, ECDSA) and, for
+        // quickshake.batching, batches below the engine's crossover run one at a time on BoringSSL.
+        let supported = match class {
+            OpClass::Rsa => batch.iter().all(|op| {
+                op.key
+                    .rsa
+                    .as_ref()
+                    .is_some_and(|k| caps.rsa_bits.contains(&k.bits))
+            }),
+            OpClass::Ecdsa => caps.ecdsa_p256,
+        };
+        let scalar = !supported || (self.use_crossover && size < min);
         let results = if scalar {
             self.stats.scalar_path.add(size as u64);
             batch.iter().map(scalar_one).collect()

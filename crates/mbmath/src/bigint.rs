@@ -99,7 +99,10 @@ pub(crate) fn neg_inv_u64(n0: u64) -> u64 {
 /// value-dependent branches (the valgrind harness would flag them).
 #[inline(always)]
 fn mac(t: u64, a: u64, b: u64, c: u64) -> u128 {
-    (a as u128).wrapping_mul(b as u128).wrapping_add(t as u128).wrapping_add(c as u128)
+    (a as u128)
+        .wrapping_mul(b as u128)
+        .wrapping_add(t as u128)
+        .wrapping_add(c as u128)
 }
 
 /// Schoolbook product `out = a * b`, `out.len() == a.len() + b.len()`.

@@ -465,8 +465,6 @@ fn sigterm_with_an_open_connection_exits_within_drain_time() {
 }
 
 #[test]
-#[ignore = "BUG: crates/server/src/http.rs handle_request: an HTTP/1.0 request does not move \
-            http.<prefix>.downstream_rq_http1_total (Envoy counts every HTTP/1.x request there)"]
 fn http10_request_counts_as_http1() {
     let gw = Gateway::start(&h2_template(""), &["--concurrency", "1"]);
     let out = curl(&[

@@ -330,9 +330,6 @@ fn mtls_requires_a_trusted_client_certificate() {
 }
 
 #[test]
-#[ignore = "BUG: crates/tls/src/handshake_stats.rs: ssl.fail_verify_no_cert and \
-            ssl.fail_verify_error are registered but never incremented (Envoy counts a missing \
-            and an untrusted client certificate there, besides ssl.connection_error)"]
 fn mtls_failure_reasons_are_counted() {
     let gw = Gateway::start(&mtls_template(), &["--concurrency", "1"]);
     let scope = gw.scope("127.0.0.1");

@@ -9,6 +9,13 @@ use support::providers::{batching_cert, mean_batch, provider_counter, queue_size
 use support::tls_client::{closed_loop, concurrent, handshake, ClientOpts};
 use support::{direct_response_config, Gateway};
 
+/// These tests measure time: run them one at a time, whatever `--test-threads` says.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn timer_gateway() -> Gateway {
     let cert = batching_cert(
         "rsa2048",
@@ -26,6 +33,7 @@ fn timer_gateway() -> Gateway {
 
 #[test]
 fn timer_full_batch_goes_at_once() {
+    let _serial = serial();
     let gw = timer_gateway();
     let results = concurrent(gw.port, 8, &ClientOpts::default());
     for r in &results {
@@ -46,6 +54,7 @@ fn timer_full_batch_goes_at_once() {
 
 #[test]
 fn timer_partial_batch_waits_poll_delay() {
+    let _serial = serial();
     let gw = timer_gateway();
     let results = concurrent(gw.port, 3, &ClientOpts::default());
     for r in &results {
@@ -85,6 +94,7 @@ fn adaptive_gateway() -> Gateway {
 
 #[test]
 fn adaptive_lone_handshake_does_not_wait() {
+    let _serial = serial();
     let gw = adaptive_gateway();
     // Warm up once (first connection pays for lazy set-up), then measure.
     handshake(gw.port, &ClientOpts::default()).expect("warm-up");
@@ -100,6 +110,7 @@ fn adaptive_lone_handshake_does_not_wait() {
 
 #[test]
 fn adaptive_batches_fill_under_load() {
+    let _serial = serial();
     let gw = adaptive_gateway();
     // 32 concurrent closed-loop clients.
     let done = closed_loop(gw.port, 32, Duration::from_secs(2), &ClientOpts::default())

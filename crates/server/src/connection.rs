@@ -11,12 +11,13 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use quickshake_config::CodecType;
 use quickshake_tls::client_hello::{peek_sni, server_name_matches, Peek, MAX_RECORD};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::http::{handle_request, ConnInfo, HttpRuntime};
 use crate::listener::{ChainRuntime, ListenerShared};
+use crate::prefixed::Prefixed;
 use crate::ServerShared;
 
 /// Entry point for an accepted socket. Accounting (active gauges, destroy counters, length
@@ -49,20 +50,63 @@ pub async fn serve_connection(
 }
 
 async fn run(
-    stream: TcpStream,
+    mut stream: TcpStream,
     peer: SocketAddr,
     listener: &ListenerShared,
     drain: watch::Receiver<bool>,
 ) {
     let chains = listener.chains.load_full();
-    let chain = match select_chain(&chains, &stream, listener).await {
-        Some(c) => c,
-        None => return,
-    };
     let local = stream
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
+    if chains.len() == 1 {
+        let Some(chain) = chains.first().cloned() else {
+            return;
+        };
+        let deadline = Instant::now() + chain.handshake_timeout;
+        return serve_chain(stream, chain, deadline, peer, local, listener, drain).await;
+    }
+    // Several chains: read the ClientHello's SNI first (as Envoy's tls_inspector does), within
+    // the handshake timeout, then hand the bytes read to the TLS stack.
+    let timeout = chains
+        .iter()
+        .map(|c| c.handshake_timeout)
+        .max()
+        .unwrap_or(Duration::from_secs(10));
+    let deadline = Instant::now() + timeout;
+    let (hello, sni) = match tokio::time::timeout(timeout, read_client_hello(&mut stream)).await {
+        Ok(Some(read)) => read,
+        Ok(None) => {
+            // Closed or failed before a ClientHello: nothing to serve.
+            listener.stats.ssl.connection_error.inc();
+            return;
+        }
+        Err(_) => {
+            listener.stats.downstream_pre_cx_timeout.inc();
+            return;
+        }
+    };
+    let Some(chain) = select_chain(&chains, sni.as_deref()) else {
+        listener.stats.no_filter_chain_match.inc();
+        return;
+    };
+    let stream = Prefixed::new(hello, stream);
+    serve_chain(stream, chain, deadline, peer, local, listener, drain).await;
+}
+
+/// TLS (if the chain has it) then HTTP on one connection. `deadline` bounds the handshake.
+async fn serve_chain<S>(
+    stream: S,
+    chain: Arc<ChainRuntime>,
+    deadline: Instant,
+    peer: SocketAddr,
+    local: String,
+    listener: &ListenerShared,
+    drain: watch::Receiver<bool>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let Some(tls) = chain.tls.clone() else {
         let info = conn_info(peer, local, None, None);
         serve_http(stream, chain.http.clone(), info, None, drain).await;
@@ -78,13 +122,13 @@ async fn run(
         }
     };
     let handshake = tokio_boring::SslStreamBuilder::new(ssl, stream).accept();
-    let tls_stream = match tokio::time::timeout(chain.handshake_timeout, handshake).await {
+    let tls_stream = match tokio::time::timeout_at(deadline.into(), handshake).await {
         Err(_) => {
             stats.downstream_cx_transport_socket_connect_timeout.inc();
             return;
         }
         Ok(Err(e)) => {
-            stats.ssl.connection_error.inc();
+            record_handshake_failure(listener, &e);
             tracing::debug!(%peer, error = %e, "TLS handshake failed");
             return;
         }
@@ -104,6 +148,21 @@ async fn run(
     serve_http(tls_stream, chain.http.clone(), info, Some(alpn_h2), drain).await;
 }
 
+/// Count a failed handshake: always `ssl.connection_error`, plus Envoy's client-certificate
+/// reasons when verification failed.
+fn record_handshake_failure<S>(listener: &ListenerShared, e: &tokio_boring::HandshakeError<S>) {
+    let ssl = &listener.stats.ssl;
+    ssl.connection_error.inc();
+    let text = e.to_string();
+    if text.contains("PEER_DID_NOT_RETURN_A_CERTIFICATE") {
+        ssl.fail_verify_no_cert.inc();
+    } else if e.ssl().is_some_and(|s| s.verify_result().is_err())
+        || text.contains("CERTIFICATE_VERIFY_FAILED")
+    {
+        ssl.fail_verify_error.inc();
+    }
+}
+
 fn conn_info(
     peer: SocketAddr,
     local: String,
@@ -121,58 +180,36 @@ fn conn_info(
     })
 }
 
-/// Pick the filter chain. With one chain there is nothing to read; with several, peek at the
-/// ClientHello's SNI (as Envoy's tls_inspector does) within the handshake timeout.
-async fn select_chain(
-    chains: &[Arc<ChainRuntime>],
-    stream: &TcpStream,
-    listener: &ListenerShared,
-) -> Option<Arc<ChainRuntime>> {
-    if chains.len() == 1 {
-        return chains.first().cloned();
-    }
-    let timeout = chains
-        .iter()
-        .map(|c| c.handshake_timeout)
-        .max()
-        .unwrap_or(Duration::from_secs(10));
-    let sni = match tokio::time::timeout(timeout, peek_client_hello(stream)).await {
-        Ok(sni) => sni,
-        Err(_) => {
-            listener.stats.downstream_pre_cx_timeout.inc();
-            return None;
-        }
-    };
-    let by_name = sni.as_deref().and_then(|name| {
+/// The chain for an SNI: a chain naming it, else the chain without names.
+fn select_chain(chains: &[Arc<ChainRuntime>], sni: Option<&str>) -> Option<Arc<ChainRuntime>> {
+    let by_name = sni.and_then(|name| {
         chains
             .iter()
             .find(|c| c.server_names.iter().any(|p| server_name_matches(p, name)))
     });
-    let chosen = by_name.or_else(|| chains.iter().find(|c| c.server_names.is_empty()));
-    if chosen.is_none() {
-        listener.stats.no_filter_chain_match.inc();
-    }
-    chosen.cloned()
+    by_name
+        .or_else(|| chains.iter().find(|c| c.server_names.is_empty()))
+        .cloned()
 }
 
-/// Peek (without consuming) until the first TLS record is complete; its SNI, if any.
-/// A peer that sends part of a ClientHello and stalls is polled with a growing back-off (the
-/// socket stays readable while unread bytes sit in it, so waiting for readiness would spin).
-async fn peek_client_hello(stream: &TcpStream) -> Option<String> {
-    let mut buf = vec![0u8; MAX_RECORD];
-    let mut backoff = Duration::from_millis(1);
+/// Read (consuming) until the first TLS record is complete. Returns the bytes read and the
+/// SNI; `None` if the peer closed or failed first. Bytes that are not TLS are returned as they
+/// are, for the handshake to reject.
+async fn read_client_hello(stream: &mut TcpStream) -> Option<(Vec<u8>, Option<String>)> {
+    let mut buf = Vec::with_capacity(2048);
     loop {
-        let n = stream.peek(&mut buf).await.ok()?;
+        let mut chunk = [0u8; 4096];
+        let room = MAX_RECORD.saturating_sub(buf.len()).clamp(1, chunk.len());
+        let n = stream.read(&mut chunk[..room]).await.ok()?;
         if n == 0 {
             return None;
         }
-        match peek_sni(&buf[..n]) {
-            Peek::ClientHello { sni } => return sni,
-            Peek::NotTls => return None,
-            Peek::NeedMore => {
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_millis(50));
-            }
+        buf.extend_from_slice(&chunk[..n]);
+        match peek_sni(&buf) {
+            Peek::ClientHello { sni } => return Some((buf, sni)),
+            Peek::NotTls => return Some((buf, None)),
+            Peek::NeedMore if buf.len() >= MAX_RECORD => return Some((buf, None)),
+            Peek::NeedMore => {}
         }
     }
 }

@@ -151,7 +151,10 @@ pub async fn handle_request<B>(
             stats.downstream_rq_http2_total.inc();
             "HTTP/2"
         }
-        http::Version::HTTP_10 => "HTTP/1.0",
+        http::Version::HTTP_10 => {
+            stats.downstream_rq_http1_total.inc();
+            "HTTP/1.0"
+        }
         _ => {
             stats.downstream_rq_http1_total.inc();
             "HTTP/1.1"

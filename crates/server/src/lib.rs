@@ -12,6 +12,7 @@ pub mod admin_state;
 pub mod connection;
 pub mod http;
 pub mod listener;
+pub mod prefixed;
 pub mod routing;
 pub mod time;
 pub mod worker;

@@ -51,10 +51,14 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn acceptor(a: &Args) -> Result<SslAcceptor, String> {
-    let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls()).map_err(|e| e.to_string())?;
-    b.set_certificate_chain_file(&a.cert).map_err(|e| format!("{}: {e}", a.cert))?;
-    b.set_private_key_file(&a.key, SslFiletype::PEM).map_err(|e| format!("{}: {e}", a.key))?;
-    b.check_private_key().map_err(|e| format!("key does not match cert: {e}"))?;
+    let mut b =
+        SslAcceptor::mozilla_intermediate_v5(SslMethod::tls()).map_err(|e| e.to_string())?;
+    b.set_certificate_chain_file(&a.cert)
+        .map_err(|e| format!("{}: {e}", a.cert))?;
+    b.set_private_key_file(&a.key, SslFiletype::PEM)
+        .map_err(|e| format!("{}: {e}", a.key))?;
+    b.check_private_key()
+        .map_err(|e| format!("key does not match cert: {e}"))?;
     b.set_session_cache_mode(SslSessionCacheMode::OFF);
     b.set_options(SslOptions::NO_TICKET);
     Ok(b.build())
@@ -129,7 +133,10 @@ async fn run(a: Args) -> Result<(), String> {
             }
         }
     });
-    eprintln!("floor: https on :{}, stats on http://127.0.0.1:{}/stats", a.port, a.admin_port);
+    eprintln!(
+        "floor: https on :{}, stats on http://127.0.0.1:{}/stats",
+        a.port, a.admin_port
+    );
     loop {
         match tls.accept().await {
             Ok((tcp, _)) => {

@@ -7,6 +7,7 @@
 
 pub mod crypto_mb;
 pub mod fault;
+pub mod mbmath;
 pub mod software;
 
 use std::fmt;

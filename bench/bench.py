@@ -1,0 +1,560 @@
+#!/usr/bin/env python3
+"""Orchestrates the handshake benchmark (called by bench/run; see docs/benchmarks.md).
+
+Starts every server of a phase pinned to CPU 0 (one worker each), runs quickshake-bench (or
+fortio) pinned to CPU 1 through each scenario, servers interleaved and repeated (A B A B),
+and appends one JSON object per point to the results file. Every server it starts runs in its
+own process group, is recorded in RUN_DIR/pids and is killed on exit (bench/run's trap kills
+the recorded groups too if this script dies hard).
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import signal
+import socket
+import statistics
+import string
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEMPLATES = os.path.join(ROOT, "bench", "templates")
+SERVER_CPU, CLIENT_CPU = "0", "1"
+BASE_PORT = int(os.environ.get("BENCH_BASE_PORT", "18440"))
+
+CERTS = {
+    "rsa2048": ("testdata/certs/rsa2048.cert.pem", "testdata/certs/rsa2048.key.pem"),
+    "ecdsa-p256": ("testdata/certs/ecdsa-p256.cert.pem", "testdata/certs/ecdsa-p256.key.pem"),
+}
+
+# name -> (kind, provider). Kinds: quickshake, envoy, nginx, haproxy, floor.
+SERVERS = {
+    "quickshake-inline": ("quickshake", "inline"),
+    "quickshake-cryptomb-1ms": ("quickshake", "cryptomb-1ms"),
+    "quickshake-cryptomb-10ms": ("quickshake", "cryptomb-10ms"),
+    "quickshake-adaptive": ("quickshake", "adaptive"),
+    "envoy": ("envoy", None),
+    "nginx": ("nginx", None),
+    "haproxy": ("haproxy", None),
+    "floor": ("floor", None),
+}
+GATEWAY = ["quickshake-inline", "envoy", "nginx", "haproxy", "floor"]
+PROVIDERS = ["quickshake-inline", "quickshake-cryptomb-1ms", "quickshake-cryptomb-10ms",
+             "quickshake-adaptive", "envoy", "nginx"]
+
+# Profiles. reps: how many times each point runs (servers interleaved: A B A B).
+PROFILES = {
+    "quick": dict(
+        duration=3, warmup=1,
+        gateway=[("rsa2048", "1.3", 1)],
+        gateway_clients=64,
+        providers=[("rsa2048", "1.3")], provider_clients=[1, 16], provider_reps=1,
+        keepalive_servers=["quickshake-inline", "envoy"], keepalive_reps=1,
+        open_servers=["quickshake-inline", "quickshake-adaptive", "envoy"],
+        open_fractions=[0.3, 0.7, 1.05],
+        fortio=True,
+    ),
+    "default": dict(
+        duration=5, warmup=1,
+        gateway=[("rsa2048", "1.3", 2), ("rsa2048", "1.2", 1),
+                 ("ecdsa-p256", "1.3", 1), ("ecdsa-p256", "1.2", 1)],
+        gateway_clients=64,
+        providers=[("rsa2048", "1.3")], provider_clients=[1, 4, 16, 64], provider_reps=1,
+        keepalive_servers=["quickshake-inline", "envoy"], keepalive_reps=2,
+        open_servers=["quickshake-inline", "quickshake-cryptomb-10ms", "quickshake-adaptive",
+                      "envoy", "nginx"],
+        open_fractions=[0.25, 0.5, 0.8, 1.05],
+        fortio=True,
+    ),
+    "full": dict(
+        duration=10, warmup=2,
+        gateway=[("rsa2048", "1.3", 3), ("rsa2048", "1.2", 3),
+                 ("ecdsa-p256", "1.3", 3), ("ecdsa-p256", "1.2", 3)],
+        gateway_clients=64,
+        providers=[("rsa2048", "1.3"), ("rsa2048", "1.2"), ("ecdsa-p256", "1.3")],
+        provider_clients=[1, 4, 16, 64], provider_reps=2,
+        keepalive_servers=["quickshake-inline", "quickshake-adaptive", "envoy", "nginx",
+                           "haproxy"], keepalive_reps=3,
+        open_servers=list(PROVIDERS) + ["haproxy", "floor"],
+        open_fractions=[0.1, 0.25, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1],
+        fortio=True,
+    ),
+}
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def sh(cmd, timeout=20):
+    try:
+        r = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=timeout)
+        return (r.stdout + r.stderr).strip()
+    except Exception as e:  # noqa: BLE001 - recorded as text
+        return f"error: {e}"
+
+
+def port_free(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("0.0.0.0", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def wait_port(port, proc, limit=20.0):
+    end = time.time() + limit
+    while time.time() < end:
+        if proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def cpu0_ticks():
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith(f"cpu{SERVER_CPU} "):
+                v = [int(x) for x in line.split()[1:]]
+                busy = v[0] + v[1] + v[2] + v[5] + v[6]  # user nice system irq softirq
+                return busy, sum(v[:8])
+    raise RuntimeError("no cpu0 in /proc/stat")
+
+
+def admin_counters(admin_port):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/stats", timeout=5) as r:
+            text = r.read().decode()
+    except Exception:  # noqa: BLE001
+        return None
+    hs = reused = 0
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        name = name.strip()
+        if not name.startswith("listener.") or not value.strip().isdigit():
+            continue
+        if name.endswith(".ssl.handshake"):
+            hs += int(value)
+        elif name.endswith(".ssl.session_reused"):
+            reused += int(value)
+    return {"handshakes": hs, "session_reused": reused}
+
+
+class Server:
+    def __init__(self, name, cert, index, run_dir, bins):
+        self.name = name
+        self.kind, self.provider = SERVERS[name]
+        self.cert_name = cert
+        self.cert, self.key = (os.path.join(ROOT, p) for p in CERTS[cert])
+        self.port = BASE_PORT + 2 * index
+        self.admin_port = BASE_PORT + 2 * index + 1 if self.kind in ("quickshake", "envoy", "floor") else None
+        self.dir = os.path.join(run_dir, f"{name}-{cert}")
+        self.bins = bins
+        self.proc = None
+        self.cmd = None
+
+    def _render(self, template, out, **kw):
+        with open(os.path.join(TEMPLATES, template)) as f:
+            text = string.Template(f.read()).substitute(**kw)
+        path = os.path.join(self.dir, out)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def _key_block(self):
+        ind = " " * 14
+        if self.provider in (None, "inline"):
+            return f"{ind}private_key: {{ filename: {self.key} }}"
+        if self.provider.startswith("cryptomb"):
+            delay = {"cryptomb-1ms": "0.001s", "cryptomb-10ms": "0.01s"}[self.provider]
+            lines = ["private_key_provider:", "  provider_name: cryptomb", "  fallback: true",
+                     "  typed_config:",
+                     '    "@type": type.googleapis.com/envoy.extensions.private_key_providers.cryptomb.v3alpha.CryptoMbPrivateKeyMethodConfig',
+                     f"    poll_delay: {delay}", f"    private_key: {{ filename: {self.key} }}"]
+        else:
+            lines = ["private_key_provider:", "  provider_name: quickshake.batching",
+                     "  typed_config:",
+                     '    "@type": type.googleapis.com/quickshake.private_key_providers.v1.BatchingConfig',
+                     f"    private_key: {{ filename: {self.key} }}", "    engine: auto",
+                     "    batching: adaptive"]
+        return "\n".join(ind + line for line in lines)
+
+    def start(self):
+        os.makedirs(self.dir, exist_ok=True)
+        for p in (self.port, self.admin_port):
+            if p is not None and not port_free(p):
+                raise RuntimeError(f"{self.name}: port {p} is in use (set BENCH_BASE_PORT)")
+        kw = dict(port=self.port, admin_port=self.admin_port, cert=self.cert, key=self.key,
+                  dir=self.dir)
+        pin = ["taskset", "-c", SERVER_CPU]
+        if self.kind == "quickshake":
+            cfg = self._render("quickshake.yaml", "quickshake.yaml", key_block=self._key_block(), **kw)
+            self.cmd = pin + [self.bins["quickshake"], "-c", cfg, "--concurrency", "1"]
+        elif self.kind == "envoy":
+            cfg = self._render("envoy.yaml", "envoy.yaml", key_block=self._key_block(), **kw)
+            self.cmd = pin + [self.bins["envoy"], "-c", cfg, "--concurrency", "1",
+                              "--disable-hot-restart", "-l", "warning",
+                              "--base-id", str(self.port)]
+        elif self.kind == "nginx":
+            cfg = self._render("nginx.conf", "nginx.conf", **kw)
+            self.cmd = pin + [self.bins["nginx"], "-c", cfg, "-e", os.path.join(self.dir, "nginx-error.log")]
+        elif self.kind == "haproxy":
+            pem = os.path.join(self.dir, "combined.pem")
+            with open(pem, "w") as f:
+                f.write(open(self.cert).read() + open(self.key).read())
+            os.chmod(pem, 0o600)
+            cfg = self._render("haproxy.cfg", "haproxy.cfg", pem=pem, **kw)
+            self.cmd = pin + [self.bins["haproxy"], "-f", cfg, "-db"]
+        else:
+            self.cmd = pin + [self.bins["floor"], "--cert", self.cert, "--key", self.key,
+                              "--port", str(self.port), "--admin-port", str(self.admin_port)]
+        logf = open(os.path.join(self.dir, "server.log"), "w")
+        self.proc = subprocess.Popen(self.cmd, stdout=logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.pidfile = os.path.join(os.environ.get("BENCH_PID_DIR", self.dir),
+                                    f"{self.name}-{self.cert_name}.pid")
+        with open(self.pidfile, "w") as f:
+            f.write(str(self.proc.pid))
+        ok = wait_port(self.port, self.proc) and (
+            self.admin_port is None or wait_port(self.admin_port, self.proc))
+        if not ok:
+            tail = sh(f"tail -5 {os.path.join(self.dir, 'server.log')}")
+            self.stop()
+            raise RuntimeError(f"{self.name} ({self.cert_name}) did not start: {tail}")
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self):
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=5)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc = None
+        try:
+            os.remove(self.pidfile)
+        except OSError:
+            pass
+
+
+class Runner:
+    def __init__(self, args, prof, bins, out):
+        self.args, self.prof, self.bins, self.out = args, prof, bins, out
+        self.results = []
+        self.t0 = time.time()
+
+    def record(self, rec):
+        rec["type"] = "point"
+        rec["profile"] = self.args.profile
+        rec["time"] = datetime.datetime.now().isoformat(timespec="seconds")
+        self.results.append(rec)
+        with open(self.out, "a") as f:
+            f.write(json.dumps(rec, sort_keys=True) + "\n")
+
+    def bench(self, srv, section, tls, clients=None, rate=None, keepalive=False, rep=1):
+        p = self.prof
+        cmd = ["taskset", "-c", CLIENT_CPU, self.bins["bench"], "-d", f"{p['duration']}s",
+               "--warmup", f"{p['warmup']}s", "--json", "--cacert", srv.cert,
+               "--server-cpu", SERVER_CPU, "--tls", tls, "--groups", "X25519"]
+        if clients is not None:
+            cmd += ["-c", str(clients)]
+        if rate is not None:
+            cmd += ["--rate", f"{rate:.0f}"]
+        if keepalive:
+            cmd += ["--keepalive"]
+        if srv.admin_port:
+            cmd += ["--server-stats", f"http://127.0.0.1:{srv.admin_port}"]
+        cmd.append(f"https://localhost:{srv.port}/")
+        rec = dict(section=section, server=srv.name, kind=srv.kind, provider=srv.provider,
+                   cert=srv.cert_name, tls=tls, clients=clients, rate=rate,
+                   mode="keepalive" if keepalive else ("open" if rate else "closed"),
+                   rep=rep, tool="quickshake-bench", command=" ".join(cmd))
+        limit = p["duration"] + p["warmup"] + 40
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+            js = json.loads(r.stdout) if r.stdout.strip().startswith("{") else None
+            rec["exit"] = r.returncode
+            if js is None:
+                rec.update(ok=False, failures=[r.stderr.strip()[-400:]])
+            else:
+                self._from_report(rec, js)
+        except subprocess.TimeoutExpired:
+            rec.update(ok=False, failures=[f"timed out after {limit}s"])
+        if not srv.alive():
+            rec["ok"] = False
+            rec.setdefault("failures", []).append("server exited")
+        self.record(rec)
+        self._say(rec)
+        return rec
+
+    @staticmethod
+    def _from_report(rec, js):
+        s = js.get("server") or {}
+        lat = js.get("latency_ms", {})
+        busy = s.get("cpu_busy_seconds")
+        rec.update(
+            ok=js.get("ok", False), failures=js.get("failures", []), warnings=js.get("warnings", []),
+            duration_s=js.get("duration_s"), handshakes=js.get("handshakes"),
+            requests=js.get("requests"), resumed=js.get("resumed"),
+            errors=js.get("errors", {}).get("total"),
+            handshakes_per_sec=js.get("handshakes_per_sec"),
+            requests_per_sec=js.get("requests_per_sec"),
+            hs_p50_ms=lat.get("handshake", {}).get("p50"), hs_p99_ms=lat.get("handshake", {}).get("p99"),
+            req_p50_ms=lat.get("request", {}).get("p50"), req_p99_ms=lat.get("request", {}).get("p99"),
+            client_cpu_us_per_handshake=js.get("client_cpu_us_per_handshake"),
+            client_bottleneck=js.get("client_bottleneck"),
+            server_handshakes=s.get("handshakes"), server_session_reused=s.get("session_reused"),
+            server_cpu_utilization=s.get("cpu_utilization"),
+            server_cpu_us_per_handshake=s.get("cpu_us_per_handshake"),
+            server_cpu_us_per_request=(busy * 1e6 / js["requests"]) if busy and js.get("requests") else None,
+            negotiated=js.get("negotiated"), open_loop=js.get("open_loop"),
+        )
+
+    def fortio(self, srv, clients, rep=1):
+        p = self.prof
+        jpath = os.path.join(srv.dir, f"fortio-{rep}.json")
+        cmd = ["taskset", "-c", CLIENT_CPU, self.bins["fortio"], "load", "-stdclient",
+               "-keepalive=false", "-c", str(clients), "-qps", "0", "-t", f"{p['duration']}s",
+               "-k", "-json", jpath, "-loglevel", "Error", f"https://localhost:{srv.port}/"]
+        env = dict(os.environ, GODEBUG="tlsmlkem=0")  # offer X25519 like quickshake-bench
+        rec = dict(section="fortio", server=srv.name, kind=srv.kind, provider=srv.provider,
+                   cert=srv.cert_name, tls="1.3", clients=clients, rate=None, mode="closed",
+                   rep=rep, tool="fortio", command="GODEBUG=tlsmlkem=0 " + " ".join(cmd))
+        # fortio has no warm-up flag: warm the server with the same load first, untimed.
+        subprocess.run(cmd[:11] + ["-t", f"{p['warmup']}s", "-loglevel", "Error", cmd[-1]],
+                       capture_output=True, env=env, timeout=p["warmup"] + 30)
+        before_c, before_t = cpu0_ticks(), time.time()
+        before_s = admin_counters(srv.admin_port) if srv.admin_port else None
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                               timeout=p["duration"] + 40)
+            rec["exit"] = r.returncode
+        except subprocess.TimeoutExpired:
+            rec.update(ok=False, failures=["timed out"])
+            self.record(rec)
+            return rec
+        after_c, wall = cpu0_ticks(), time.time() - before_t
+        after_s = admin_counters(srv.admin_port) if srv.admin_port else None
+        hz = os.sysconf("SC_CLK_TCK")
+        busy_s = (after_c[0] - before_c[0]) / hz
+        try:
+            js = json.load(open(jpath))
+        except (OSError, ValueError):
+            rec.update(ok=False, failures=[r.stderr.strip()[-400:]])
+            self.record(rec)
+            return rec
+        n = js["DurationHistogram"]["Count"]
+        pct = {str(x["Percentile"]): x["Value"] * 1e3 for x in js["DurationHistogram"]["Percentiles"]}
+        ok_codes = js.get("RetCodes", {}).get("200", 0)
+        sh_hs = (after_s["handshakes"] - before_s["handshakes"]) if after_s and before_s else None
+        reused = (after_s["session_reused"] - before_s["session_reused"]) if after_s and before_s else None
+        hs = sh_hs if sh_hs else n
+        failures = []
+        if ok_codes != n:
+            failures.append(f"{n - ok_codes} non-200 responses")
+        if reused:
+            failures.append(f"server resumed {reused} sessions")
+        rec.update(ok=not failures, failures=failures, warnings=[], duration_s=js["ActualDuration"] / 1e9,
+                   handshakes=n, requests=n, resumed=None,
+                   handshakes_per_sec=js["ActualQPS"], requests_per_sec=js["ActualQPS"],
+                   req_p50_ms=pct.get("50"), req_p99_ms=pct.get("99"),
+                   server_handshakes=sh_hs, server_session_reused=reused,
+                   server_cpu_utilization=busy_s / wall if wall else None,
+                   server_cpu_us_per_handshake=busy_s * 1e6 / hs if hs else None)
+        self.record(rec)
+        self._say(rec)
+        return rec
+
+    def _say(self, rec):
+        def f(v, fmt):
+            return format(v, fmt) if isinstance(v, (int, float)) else "-"
+        extra = "" if rec.get("ok") else f"  FAILED: {'; '.join(rec.get('failures') or [])[:200]}"
+        log(f"{rec['section']:<9} {rec['server']:<25} {rec['cert']:<10} tls{rec['tls']} "
+            f"{rec['mode']:<9} c={rec['clients'] or '-'} rate={f(rec['rate'], '.0f')}: "
+            f"{f(rec.get('handshakes_per_sec'), '7.0f')} hs/s {f(rec.get('requests_per_sec'), '7.0f')} req/s "
+            f"cpu {f(rec.get('server_cpu_us_per_handshake'), '6.0f')} us/hs "
+            f"p99 {f(rec.get('hs_p99_ms') or rec.get('req_p99_ms'), '.1f')} ms{extra}")
+
+
+def background(seconds=1.0):
+    """Busy share of CPU 0 and 1 with nothing of ours running (other tenants, builds)."""
+    def read():
+        out = {}
+        with open("/proc/stat") as f:
+            for line in f:
+                m = re.match(r"cpu(\d+) (.*)", line)
+                if m:
+                    v = [int(x) for x in m.group(2).split()]
+                    out[m.group(1)] = (v[0] + v[1] + v[2] + v[5] + v[6], sum(v[:8]))
+        return out
+    a = read()
+    time.sleep(seconds)
+    b = read()
+    return {k: round((b[k][0] - a[k][0]) / max(1, b[k][1] - a[k][1]), 3) for k in b}
+
+
+def meta(args, bins):
+    info = {}
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            k = k.strip()
+            if k in ("model name", "cpu family", "model", "stepping", "flags") and k not in info:
+                info[k] = v.strip()
+    flags = set(info.get("flags", "").split())
+    crypto = [x for x in ("aes", "vaes", "pclmulqdq", "vpclmulqdq", "sha_ni", "adx", "bmi2", "avx2",
+                          "avx512f", "avx512ifma", "avx_ifma", "gfni") if x in flags]
+    doctor = sh(f"{bins['quickshake']} doctor --json")
+    try:
+        doctor = json.loads(doctor)
+    except ValueError:
+        pass
+    lock = open(os.path.join(ROOT, "Cargo.lock")).read()
+
+    def crate(name):
+        m = re.search(r'name = "%s"\nversion = "([^"]+)"' % re.escape(name), lock)
+        return m.group(1) if m else "?"
+    return {
+        "type": "meta", "profile": args.profile,
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "host": platform.node(), "kernel": platform.release(),
+        "cpu": {"model": info.get("model name"), "family": info.get("cpu family"),
+                "model_number": info.get("model"), "stepping": info.get("stepping"),
+                "nproc": os.cpu_count(), "crypto_flags": crypto},
+        "doctor": doctor,
+        "versions": {
+            "quickshake": sh(f"{bins['quickshake']} --version"),
+            "quickshake_git": sh(f"git -C {ROOT} describe --always --dirty"),
+            "envoy": sh(f"{bins['envoy']} --version"),
+            "nginx": sh(f"{bins['nginx']} -V 2>&1 | head -2"),
+            "haproxy": sh(f"{bins['haproxy']} -vv | grep -E '^HAProxy version|Running on OpenSSL|Built with OpenSSL'"),
+            "fortio": sh(f"{bins['fortio']} version"),
+            "floor": f"tokio-boring {crate('tokio-boring')}, boring {crate('boring')}",
+            "quickshake-bench": sh(f"{bins['bench']} --version"),
+            "crypto_mb": doctor.get("crypto_mb", {}).get("version") if isinstance(doctor, dict) else None,
+        },
+        "settings": {"server_cpu": SERVER_CPU, "client_cpu": CLIENT_CPU, "groups": "X25519",
+                     **{k: v for k, v in PROFILES[args.profile].items()}},
+        "background_cpu_busy": background(),
+    }
+
+
+def median(xs):
+    xs = [x for x in xs if isinstance(x, (int, float))]
+    return statistics.median(xs) if xs else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--profile", choices=PROFILES, default="default")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--run-dir", required=True)
+    for b in ("quickshake", "bench", "floor", "envoy", "nginx", "haproxy", "fortio"):
+        ap.add_argument(f"--{b}", required=True)
+    args = ap.parse_args()
+    bins = {b: getattr(args, b) for b in ("quickshake", "bench", "floor", "envoy", "nginx", "haproxy", "fortio")}
+    prof = PROFILES[args.profile]
+    os.makedirs(args.run_dir, exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write(json.dumps(meta(args, bins), sort_keys=True) + "\n")
+    run = Runner(args, prof, bins, args.out)
+
+    certs = sorted({c for c, _, _ in prof["gateway"]} | {c for c, _ in prof["providers"]},
+                   key=lambda c: c != "rsa2048")
+    names = list(SERVERS)
+    servers = {}
+    try:
+        for cert in certs:
+            log(f"phase {cert}: starting {len(names)} servers on CPU {SERVER_CPU}")
+            servers = {}
+            for i, name in enumerate(names):
+                s = Server(name, cert, i, args.run_dir, bins)
+                try:
+                    s.start()
+                    servers[name] = s
+                except RuntimeError as e:
+                    log(f"SKIP {e}")
+                    run.record(dict(section="start", server=name, cert=cert, tls=None, clients=None,
+                                    rate=None, mode=None, rep=0, ok=False, failures=[str(e)]))
+            time.sleep(1.0)
+            log(f"background CPU busy (idle servers): {background()}")
+            done = {}  # (server, tls, mode, clients, rate) -> list of records
+
+            def point(name, tls, clients, section, reps=1):
+                if name not in servers:
+                    return
+                key = (name, tls, "closed", clients, None)
+                have = done.setdefault(key, [])
+                for rep in range(len(have) + 1, reps + 1):
+                    have.append(run.bench(servers[name], section, tls, clients=clients, rep=rep))
+
+            # Gateway: every server at 64 clients, A B C D E A B C D E.
+            for gcert, tls, reps in prof["gateway"]:
+                if gcert != cert:
+                    continue
+                for rep in range(1, reps + 1):
+                    for name in GATEWAY:
+                        point(name, tls, prof["gateway_clients"], "gateway", reps=rep)
+            # Providers: closed-loop concurrency sweep.
+            for pcert, tls in prof["providers"]:
+                if pcert != cert:
+                    continue
+                for rep in range(1, prof["provider_reps"] + 1):
+                    for c in prof["provider_clients"]:
+                        for name in PROVIDERS:
+                            point(name, tls, c, "providers", reps=rep)
+            if cert != "rsa2048":
+                continue
+            # Keep-alive HTTPS: one handshake per connection, then requests.
+            for rep in range(1, prof["keepalive_reps"] + 1):
+                for name in prof["keepalive_servers"]:
+                    if name in servers:
+                        run.bench(servers[name], "keepalive", "1.3", clients=16, keepalive=True, rep=rep)
+            # Open loop: offered rate as fractions of the server's own 64-client throughput.
+            for name in prof["open_servers"]:
+                if name not in servers:
+                    continue
+                peak = median(r.get("handshakes_per_sec") for r in done.get((name, "1.3", "closed", 64, None), []))
+                if not peak:
+                    rec = run.bench(servers[name], "open-peak", "1.3", clients=64)
+                    peak = rec.get("handshakes_per_sec")
+                if not peak:
+                    continue
+                for frac in prof["open_fractions"]:
+                    rate = max(20, round(peak * frac / 10) * 10)
+                    run.bench(servers[name], "open", "1.3", rate=rate)
+            # fortio cross-check next to quickshake-bench on the same server.
+            if prof["fortio"] and "quickshake-inline" in servers:
+                s = servers["quickshake-inline"]
+                run.fortio(s, 16)
+                run.bench(s, "fortio", "1.3", clients=16)
+            for s in servers.values():
+                s.stop()
+            servers = {}
+    finally:
+        for s in servers.values():
+            s.stop()
+    bad = [r for r in run.results if not r.get("ok")]
+    log(f"done in {time.time() - run.t0:.0f}s: {len(run.results)} points, {len(bad)} failed -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+//! quickshake's own multi-buffer RSA engines (`avx2`, `ifma`, and `portable` for tests), from
+//! `quickshake-mbmath`: one RSA CRT exponentiation per SIMD lane, 8 operations (16 modular
+//! exponentiations) per batch. Constant time is the arithmetic crate's (checked there under
+//! valgrind for portable/avx2, by a timing test for ifma). ECDSA is not computed here: the
+//! provider sends ECDSA lanes to the scalar path.
+
+use std::sync::{Arc, Mutex};
+
+use quickshake_mbmath::{rsa_private_crt_batch, Backend, BackendKind, MathError, RsaCrtKey};
+
+use super::{Capabilities, EcdsaLane, Engine, LaneError, LaneResult, RsaKeyParts, RsaLane};
+
+/// Keys converted to the engine's form are kept for reuse (bounded; rotation adds new ones).
+const KEY_CACHE: usize = 64;
+
+pub struct MbMathEngine {
+    backend: Backend,
+    caps: Capabilities,
+    cache: Mutex<Vec<(Vec<u8>, Arc<RsaCrtKey>)>>,
+}
+
+impl MbMathEngine {
+    /// The engine for one backend, if this CPU runs it. `rsa_min_batch` is the measured
+    /// crossover below which BoringSSL one at a time is cheaper (see `bench/engine`).
+    pub fn new(kind: BackendKind, rsa_min_batch: usize) -> Result<Self, String> {
+        let backend = Backend::new(kind).map_err(|e| e.to_string())?;
+        Ok(MbMathEngine {
+            backend,
+            caps: Capabilities {
+                name: kind.name().to_string(),
+                accelerated: kind != BackendKind::Portable,
+                lanes: 8,
+                rsa_bits: vec![2048, 3072, 4096],
+                ecdsa_p256: false,
+                rsa_min_batch,
+                ecdsa_min_batch: usize::MAX,
+            },
+            cache: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn key(&self, parts: &RsaKeyParts) -> Result<Arc<RsaCrtKey>, LaneError> {
+        if let Ok(cache) = self.cache.lock() {
+            if let Some((_, k)) = cache.iter().find(|(n, _)| *n == parts.n) {
+                return Ok(k.clone());
+            }
+        }
+        let key = RsaCrtKey::from_components(
+            &parts.n,
+            &parts.e,
+            &parts.d,
+            &parts.p,
+            &parts.q,
+            &parts.dp,
+            &parts.dq,
+            &parts.qinv,
+        )
+        .map(Arc::new)
+        .map_err(lane_error)?;
+        if let Ok(mut cache) = self.cache.lock() {
+            if cache.len() >= KEY_CACHE {
+                cache.remove(0);
+            }
+            cache.push((parts.n.clone(), key.clone()));
+        }
+        Ok(key)
+    }
+}
+
+fn lane_error(e: MathError) -> LaneError {
+    match e {
+        MathError::Unsupported(_) => LaneError::Unsupported,
+        other => LaneError::Failed(other.to_string()),
+    }
+}
+
+impl Engine for MbMathEngine {
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    fn rsa_private(&self, lanes: &[RsaLane<'_>]) -> Vec<LaneResult> {
+        let keys: Vec<Result<Arc<RsaCrtKey>, LaneError>> =
+            lanes.iter().map(|l| self.key(l.key)).collect();
+        let mut out: Vec<LaneResult> = keys.iter().map(|k| k.clone().map(|_| Vec::new())).collect();
+        let jobs: Vec<(usize, &RsaCrtKey, &[u8])> = keys
+            .iter()
+            .zip(lanes)
+            .enumerate()
+            .filter_map(|(i, (k, l))| k.as_ref().ok().map(|k| (i, k.as_ref(), l.input)))
+            .collect();
+        let batch: Vec<(&RsaCrtKey, &[u8])> =
+            jobs.iter().map(|(_, k, input)| (*k, *input)).collect();
+        for ((i, _, _), r) in jobs.iter().zip(rsa_private_crt_batch(self.backend, &batch)) {
+            out[*i] = r.map_err(lane_error);
+        }
+        out
+    }
+
+    fn ecdsa_sign(&self, lanes: &[EcdsaLane<'_>]) -> Vec<LaneResult> {
+        vec![Err(LaneError::Unsupported); lanes.len()]
+    }
+}
