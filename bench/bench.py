@@ -52,7 +52,7 @@ PROFILES = {
     "quick": dict(
         duration=3, warmup=1,
         gateway=[("rsa2048", "1.3", 1)],
-        gateway_clients=64,
+        gateway_clients=[64],
         providers=[("rsa2048", "1.3")], provider_clients=[1, 16], provider_reps=1,
         keepalive_servers=["quickshake-inline", "envoy"], keepalive_reps=1,
         open_servers=["quickshake-inline", "quickshake-adaptive", "envoy"],
@@ -63,7 +63,7 @@ PROFILES = {
         duration=5, warmup=1,
         gateway=[("rsa2048", "1.3", 2), ("rsa2048", "1.2", 1),
                  ("ecdsa-p256", "1.3", 1), ("ecdsa-p256", "1.2", 1)],
-        gateway_clients=64,
+        gateway_clients=[64],
         providers=[("rsa2048", "1.3")], provider_clients=[1, 4, 16, 64], provider_reps=1,
         keepalive_servers=["quickshake-inline", "envoy"], keepalive_reps=2,
         open_servers=["quickshake-inline", "quickshake-cryptomb-10ms", "quickshake-adaptive",
@@ -75,7 +75,7 @@ PROFILES = {
         duration=10, warmup=2,
         gateway=[("rsa2048", "1.3", 3), ("rsa2048", "1.2", 3),
                  ("ecdsa-p256", "1.3", 3), ("ecdsa-p256", "1.2", 3)],
-        gateway_clients=64,
+        gateway_clients=[1, 4, 16, 64],
         providers=[("rsa2048", "1.3"), ("rsa2048", "1.2"), ("ecdsa-p256", "1.3")],
         provider_clients=[1, 4, 16, 64], provider_reps=2,
         keepalive_servers=["quickshake-inline", "quickshake-adaptive", "envoy", "nginx",
@@ -133,6 +133,23 @@ def cpu0_ticks():
     raise RuntimeError("no cpu0 in /proc/stat")
 
 
+def group_cpu_seconds(pgid):
+    """utime+stime of every process in the server's process group (all threads)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # fields[0] is state; pgrp is the 5th stat field
+            total += int(fields[11]) + int(fields[12])
+    return total / hz
+
+
 def admin_counters(admin_port):
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/stats", timeout=5) as r:
@@ -140,6 +157,7 @@ def admin_counters(admin_port):
     except Exception:  # noqa: BLE001
         return None
     hs = reused = 0
+    curves = {}
     for line in text.splitlines():
         name, _, value = line.partition(":")
         name = name.strip()
@@ -149,7 +167,10 @@ def admin_counters(admin_port):
             hs += int(value)
         elif name.endswith(".ssl.session_reused"):
             reused += int(value)
-    return {"handshakes": hs, "session_reused": reused}
+        elif ".ssl.curves." in name:
+            curve = name.split(".ssl.curves.", 1)[1]
+            curves[curve] = curves.get(curve, 0) + int(value)
+    return {"handshakes": hs, "session_reused": reused, "curves": curves}
 
 
 class Server:
@@ -230,7 +251,7 @@ class Server:
         ok = wait_port(self.port, self.proc) and (
             self.admin_port is None or wait_port(self.admin_port, self.proc))
         if not ok:
-            tail = sh(f"tail -5 {os.path.join(self.dir, 'server.log')}")
+            tail = " | ".join(sh(f"grep -v NOTICE {os.path.join(self.dir, 'server.log')} | tail -3").splitlines())
             self.stop()
             raise RuntimeError(f"{self.name} ({self.cert_name}) did not start: {tail}")
 
@@ -286,16 +307,32 @@ class Runner:
         rec = dict(section=section, server=srv.name, kind=srv.kind, provider=srv.provider,
                    cert=srv.cert_name, tls=tls, clients=clients, rate=rate,
                    mode="keepalive" if keepalive else ("open" if rate else "closed"),
-                   rep=rep, tool="quickshake-bench", command=" ".join(cmd))
+                   rep=rep, tool="quickshake-bench", command=" ".join(cmd),
+                   server_command=" ".join(srv.cmd))
         limit = p["duration"] + p["warmup"] + 40
         try:
+            pcpu0 = group_cpu_seconds(srv.proc.pid) if srv.alive() else None
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+            pcpu1 = group_cpu_seconds(srv.proc.pid) if srv.alive() else None
             js = json.loads(r.stdout) if r.stdout.strip().startswith("{") else None
             rec["exit"] = r.returncode
             if js is None:
                 rec.update(ok=False, failures=[r.stderr.strip()[-400:]])
             else:
                 self._from_report(rec, js)
+                if keepalive and js.get("requests"):
+                    # Every handshake happens in the warm-up; the tool then reports "no TLS
+                    # handshake completed" for the window, which is expected here.
+                    rec["failures"] = [x for x in rec["failures"] if "no TLS handshake" not in x]
+                    rec["ok"] = not rec["failures"]
+                if pcpu0 is not None and pcpu1 is not None:
+                    # Process CPU covers warm-up + window: scale by the window's share.
+                    share = p["duration"] / (p["duration"] + p["warmup"])
+                    rec["server_process_cpu_s"] = pcpu1 - pcpu0
+                    n_hs, n_req = js.get("handshakes"), js.get("requests")
+                    w = (pcpu1 - pcpu0) * share * 1e6
+                    rec["server_process_cpu_us_per_handshake"] = w / n_hs if n_hs else None
+                    rec["server_process_cpu_us_per_request"] = w / n_req if n_req else None
         except subprocess.TimeoutExpired:
             rec.update(ok=False, failures=[f"timed out after {limit}s"])
         if not srv.alive():
@@ -334,15 +371,16 @@ class Runner:
         cmd = ["taskset", "-c", CLIENT_CPU, self.bins["fortio"], "load", "-stdclient",
                "-keepalive=false", "-c", str(clients), "-qps", "0", "-t", f"{p['duration']}s",
                "-k", "-json", jpath, "-loglevel", "Error", f"https://localhost:{srv.port}/"]
-        env = dict(os.environ, GODEBUG="tlsmlkem=0")  # offer X25519 like quickshake-bench
+        env = dict(os.environ)  # fortio v1.66.0 offers X25519 (checked: ssl.curves below)
         rec = dict(section="fortio", server=srv.name, kind=srv.kind, provider=srv.provider,
                    cert=srv.cert_name, tls="1.3", clients=clients, rate=None, mode="closed",
-                   rep=rep, tool="fortio", command="GODEBUG=tlsmlkem=0 " + " ".join(cmd))
+                   rep=rep, tool="fortio", command=" ".join(cmd), server_command=" ".join(srv.cmd))
         # fortio has no warm-up flag: warm the server with the same load first, untimed.
         subprocess.run(cmd[:11] + ["-t", f"{p['warmup']}s", "-loglevel", "Error", cmd[-1]],
                        capture_output=True, env=env, timeout=p["warmup"] + 30)
         before_c, before_t = cpu0_ticks(), time.time()
         before_s = admin_counters(srv.admin_port) if srv.admin_port else None
+        pcpu0 = group_cpu_seconds(srv.proc.pid)
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, env=env,
                                timeout=p["duration"] + 40)
@@ -353,6 +391,7 @@ class Runner:
             return rec
         after_c, wall = cpu0_ticks(), time.time() - before_t
         after_s = admin_counters(srv.admin_port) if srv.admin_port else None
+        pcpu = group_cpu_seconds(srv.proc.pid) - pcpu0
         hz = os.sysconf("SC_CLK_TCK")
         busy_s = (after_c[0] - before_c[0]) / hz
         try:
@@ -367,6 +406,10 @@ class Runner:
         sh_hs = (after_s["handshakes"] - before_s["handshakes"]) if after_s and before_s else None
         reused = (after_s["session_reused"] - before_s["session_reused"]) if after_s and before_s else None
         hs = sh_hs if sh_hs else n
+        if after_s and before_s:
+            rec["server_curves"] = {k: v - before_s["curves"].get(k, 0)
+                                    for k, v in after_s["curves"].items()
+                                    if v - before_s["curves"].get(k, 0)}
         failures = []
         if ok_codes != n:
             failures.append(f"{n - ok_codes} non-200 responses")
@@ -378,7 +421,9 @@ class Runner:
                    req_p50_ms=pct.get("50"), req_p99_ms=pct.get("99"),
                    server_handshakes=sh_hs, server_session_reused=reused,
                    server_cpu_utilization=busy_s / wall if wall else None,
-                   server_cpu_us_per_handshake=busy_s * 1e6 / hs if hs else None)
+                   server_cpu_us_per_handshake=busy_s * 1e6 / hs if hs else None,
+                   server_process_cpu_s=pcpu,
+                   server_process_cpu_us_per_handshake=pcpu * 1e6 / hs if hs else None)
         self.record(rec)
         self._say(rec)
         return rec
@@ -510,9 +555,10 @@ def main():
             for gcert, tls, reps in prof["gateway"]:
                 if gcert != cert:
                     continue
-                for rep in range(1, reps + 1):
-                    for name in GATEWAY:
-                        point(name, tls, prof["gateway_clients"], "gateway", reps=rep)
+                for c in prof["gateway_clients"]:
+                    for rep in range(1, reps + 1):
+                        for name in GATEWAY:
+                            point(name, tls, c, "gateway", reps=rep)
             # Providers: closed-loop concurrency sweep.
             for pcert, tls in prof["providers"]:
                 if pcert != cert:

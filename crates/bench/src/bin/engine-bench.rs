@@ -1,0 +1,252 @@
+//! `bench/engine`: the engines' arithmetic side by side in one run, on one core.
+//!
+//! Prints the CPU model and flags; ns per 1024-bit Montgomery multiplication per lane for each
+//! multi-buffer backend next to BoringSSL's `BN_mod_mul_montgomery`; RSA-2048 signatures/s for
+//! batches of 8 through each backend (and crypto_mb where it runs) next to BoringSSL signing
+//! one at a time; the small-batch crossover of each engine; and one closing line per backend:
+//! `rsa2048 backend=<name> ratio=<x>` (its signatures/s over BoringSSL's in this run).
+//!
+//! `unsafe` is needed for two BoringSSL calls `boring` does not wrap (Montgomery context and
+//! multiplication), each marked `// SAFETY:`.
+#![deny(unsafe_code)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use boring::bn::{BigNum, BigNumContext};
+use boring::rsa::Padding;
+use quickshake_keyprovider::engine::crypto_mb::CryptoMbEngine;
+use quickshake_keyprovider::engine::mbmath::MbMathEngine;
+use quickshake_keyprovider::engine::{Engine, RsaLane};
+use quickshake_keyprovider::ProviderKey;
+use quickshake_mbmath::{available_backends, mont_mul_1024_lanes, Backend};
+
+const KEYS: [&str; 3] = ["rsa2048", "other", "mismatch"];
+
+fn main() {
+    let secs: f64 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    let window = Duration::from_secs_f64(secs);
+    let (model, flags) = cpu();
+    println!("cpu: {model}");
+    println!("flags: {flags}");
+    let keys = load_keys();
+    let input = inputs(&keys);
+
+    println!("\n1024-bit Montgomery multiplication, ns per lane:");
+    println!(
+        "  boringssl BN_mod_mul_montgomery  {:8.1}",
+        boring_mont_mul_ns(window)
+    );
+    for kind in available_backends() {
+        let backend = Backend::new(kind).expect("available");
+        println!(
+            "  {:<32} {:8.1}",
+            kind.name(),
+            mbmath_mont_mul_ns(backend, window)
+        );
+    }
+
+    println!("\nRSA-2048 private operations per second on one core:");
+    let boring = boring_signs_per_sec(&keys, &input, window);
+    println!("  boringssl one at a time          {boring:8.0}");
+    let mut ratios = Vec::new();
+    let mut engines: Vec<(String, Box<dyn Engine>)> = Vec::new();
+    for kind in available_backends() {
+        if let Ok(e) = MbMathEngine::new(kind, 1) {
+            engines.push((kind.name().to_string(), Box::new(e)));
+        }
+    }
+    match CryptoMbEngine::load() {
+        Ok(e) => engines.push(("crypto_mb".into(), Box::new(e))),
+        Err(e) => println!("  crypto_mb: not measured ({})", e.reason()),
+    }
+    for (name, engine) in &engines {
+        let per_batch = |n: usize| engine_batch_secs(engine.as_ref(), &keys, &input, n, window);
+        let full = per_batch(8);
+        let rate = 8.0 / full;
+        let crossover = (1..=8)
+            .find(|&n| per_batch(n) < n as f64 / boring)
+            .unwrap_or(9);
+        println!("  {name:<32} {rate:8.0}  (batch of 8: {:.2} ms; crossover: batches of >= {crossover} beat BoringSSL)", full * 1000.0);
+        ratios.push((name.clone(), rate / boring));
+    }
+    println!();
+    for (name, r) in ratios {
+        println!("rsa2048 backend={name} ratio={r:.2}");
+    }
+}
+
+fn cpu() -> (String, String) {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = info
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let present: Vec<&str> = info
+        .lines()
+        .find_map(|l| l.strip_prefix("flags"))
+        .map(|r| r.split_whitespace().collect())
+        .unwrap_or_default();
+    let wanted = [
+        "avx2",
+        "fma",
+        "adx",
+        "bmi2",
+        "avx512f",
+        "avx512dq",
+        "avx512bw",
+        "avx512ifma",
+        "avx512vbmi2",
+        "vaes",
+    ];
+    let flags = wanted
+        .iter()
+        .map(|f| format!("{f}{}", if present.contains(f) { "+" } else { "-" }))
+        .collect::<Vec<_>>()
+        .join(" ");
+    (model, flags)
+}
+
+fn certs() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/certs")
+}
+
+fn load_keys() -> Vec<std::sync::Arc<ProviderKey>> {
+    KEYS.iter()
+        .map(|k| {
+            let path = certs().join(format!("{k}.key.pem"));
+            let pem = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            ProviderKey::from_pem(&pem, "bench", &path.display().to_string()).expect("test key")
+        })
+        .collect()
+}
+
+/// A fixed input below each modulus (a PKCS#1-shaped block: leading 0x00 0x01).
+fn inputs(keys: &[std::sync::Arc<ProviderKey>]) -> Vec<Vec<u8>> {
+    keys.iter()
+        .map(|k| {
+            let mut v: Vec<u8> = (0..k.rsa_len()).map(|i| (i * 31 + 7) as u8).collect();
+            v[0] = 0;
+            v[1] = 1;
+            v
+        })
+        .collect()
+}
+
+/// Run `f` repeatedly for about `window`; seconds per call.
+fn time_per_call(window: Duration, mut f: impl FnMut()) -> f64 {
+    f();
+    let start = Instant::now();
+    let mut calls = 0u64;
+    while start.elapsed() < window {
+        f();
+        calls += 1;
+    }
+    start.elapsed().as_secs_f64() / calls as f64
+}
+
+fn boring_signs_per_sec(
+    keys: &[std::sync::Arc<ProviderKey>],
+    input: &[Vec<u8>],
+    window: Duration,
+) -> f64 {
+    let rsa = keys[0]
+        .rsa
+        .as_ref()
+        .and_then(|r| r.native.clone())
+        .expect("native key");
+    let mut out = vec![0u8; rsa.size() as usize];
+    1.0 / time_per_call(window, || {
+        let _ = rsa.private_decrypt(&input[0], &mut out, Padding::NONE);
+    })
+}
+
+fn engine_batch_secs(
+    engine: &dyn Engine,
+    keys: &[std::sync::Arc<ProviderKey>],
+    input: &[Vec<u8>],
+    n: usize,
+    window: Duration,
+) -> f64 {
+    let lanes: Vec<RsaLane<'_>> = (0..n)
+        .map(|i| RsaLane {
+            key: keys[i % keys.len()].rsa.as_ref().expect("rsa"),
+            input: &input[i % keys.len()],
+        })
+        .collect();
+    time_per_call(window / 4, || {
+        let r = engine.rsa_private(&lanes);
+        assert!(r.iter().all(|l| l.is_ok()), "engine failed: {r:?}");
+    })
+}
+
+fn mbmath_mont_mul_ns(backend: Backend, window: Duration) -> f64 {
+    let lanes = 16;
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let mut n = vec![[0u64; 16]; lanes];
+    let mut a = vec![[0u64; 16]; lanes];
+    let mut b = vec![[0u64; 16]; lanes];
+    for l in 0..lanes {
+        for i in 0..16 {
+            n[l][i] = next();
+            a[l][i] = next();
+            b[l][i] = next();
+        }
+        n[l][0] |= 1;
+        n[l][15] |= 1 << 63;
+        a[l][15] &= !(1 << 63);
+        b[l][15] &= !(1 << 63);
+    }
+    let iters = 2000;
+    let per_call = time_per_call(window, || {
+        let _ = mont_mul_1024_lanes(backend, &a, &b, &n, iters);
+    });
+    per_call / (iters * lanes) as f64 * 1e9
+}
+
+#[allow(unsafe_code)]
+fn boring_mont_mul_ns(window: Duration) -> f64 {
+    let ctx = BigNumContext::new().expect("ctx");
+    let mut n = BigNum::new().expect("bn");
+    n.rand(1024, boring::bn::MsbOption::ONE, true)
+        .expect("rand");
+    let mut a = BigNum::new().expect("bn");
+    n.rand_range(&mut a).expect("rand");
+    let r = BigNum::new().expect("bn");
+    use foreign_types::ForeignTypeRef;
+    // SAFETY: `n` is a live odd 1024-bit BIGNUM and `ctx` a live BN_CTX; the returned
+    // BN_MONT_CTX is checked for null and freed below.
+    let mont = unsafe { boring_sys::BN_MONT_CTX_new_for_modulus(n.as_ptr(), ctx.as_ptr()) };
+    assert!(!mont.is_null(), "BN_MONT_CTX_new_for_modulus failed");
+    let iters = 10_000;
+    let per_call = time_per_call(window, || {
+        for _ in 0..iters {
+            // SAFETY: all pointers are live BIGNUMs/contexts owned above; `r` is a distinct
+            // output; BoringSSL allows `a` < n inputs in Montgomery form (any value < n).
+            unsafe {
+                boring_sys::BN_mod_mul_montgomery(
+                    r.as_ptr(),
+                    a.as_ptr(),
+                    a.as_ptr(),
+                    mont,
+                    ctx.as_ptr(),
+                );
+            }
+        }
+    });
+    // SAFETY: `mont` came from BN_MONT_CTX_new_for_modulus and is not used after this.
+    unsafe { boring_sys::BN_MONT_CTX_free(mont) };
+    per_call / iters as f64 * 1e9
+}
