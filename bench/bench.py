@@ -598,6 +598,9 @@ def main():
     finally:
         for s in servers.values():
             s.stop()
+    end = {"type": "end", "seconds": round(time.time() - run.t0), "background_cpu_busy": background()}
+    with open(args.out, "a") as f:
+        f.write(json.dumps(end, sort_keys=True) + "\n")
     bad = [r for r in run.results if not r.get("ok")]
     log(f"done in {time.time() - run.t0:.0f}s: {len(run.results)} points, {len(bad)} failed -> {args.out}")
 

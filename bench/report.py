@@ -37,7 +37,7 @@ def fmt(v, nd=0):
 
 class Results:
     def __init__(self, path):
-        self.meta, self.points = {}, []
+        self.meta, self.points, self.end = {}, [], {}
         with open(path) as f:
             for line in f:
                 line = line.strip()
@@ -48,8 +48,11 @@ class Results:
                     self.meta = r
                 elif r.get("type") == "point":
                     self.points.append(r)
-        bg = (self.meta.get("background_cpu_busy") or {}).get("0")
-        self.noisy = bg is None or bg > BACKGROUND_LIMIT
+                elif r.get("type") == "end":
+                    self.end = r
+        bgs = [(x.get("background_cpu_busy") or {}).get("0") for x in (self.meta, self.end)]
+        bgs = [b for b in bgs if b is not None]
+        self.noisy = not bgs or max(bgs) > BACKGROUND_LIMIT
         # Rank by CPU 0 busy time per handshake (the method); when other tenants kept CPU 0
         # busy, that figure counts their work too, so rank by the server's own process CPU.
         self.cpu_key = "server_process_cpu_us_per_handshake" if self.noisy else "server_cpu_us_per_handshake"
@@ -357,6 +360,7 @@ def method_section(R, out):
     cpu = m.get("cpu", {})
     st = m.get("settings", {})
     bg = m.get("background_cpu_busy") or {}
+    bg_end = R.end.get("background_cpu_busy") or {}
     out.append("## Method\n")
     out.append(f"- **Machine:** {cpu.get('model')} (family {cpu.get('family')}, model {cpu.get('model_number')}, "
                f"stepping {cpu.get('stepping')}; family 25 model 17 is Zen 4 \"Genoa\"), {cpu.get('nproc')} CPUs, "
@@ -366,7 +370,8 @@ def method_section(R, out):
         cm = doc.get("crypto_mb", {})
         out.append(f"- `quickshake doctor`: crypto_mb usable: {cm.get('usable')} ({cm.get('version')}).")
     out.append(f"- **Run:** {m.get('date')}, profile `{m.get('profile')}`: {st.get('duration')} s per point "
-               f"after {st.get('warmup')} s warm-up (`--warmup`, not counted).")
+               f"after {st.get('warmup')} s warm-up (`--warmup`, not counted); "
+               f"the whole measurement took {fmt((R.end.get('seconds') or 0) / 60, 1)} min.")
     out.append(f"- Every server pinned to CPU {st.get('server_cpu')} (`taskset -c {st.get('server_cpu')}`, one "
                "worker: quickshake `--concurrency 1`, Envoy `--concurrency 1`, nginx `worker_processes 1`, "
                f"HAProxy `nbthread 1`, floor one current-thread runtime); the load generator on CPU {st.get('client_cpu')}.")
@@ -385,13 +390,15 @@ def method_section(R, out):
                "scaled to the window (kernel softirq work is not in it, so it reads lower than CPU-0 "
                "on a quiet machine).")
     if R.noisy:
-        out.append(f"- **This run was on a shared, busy machine:** with nothing of ours running, CPU 0 was "
-                   f"{bg.get('0', 0):.0%} busy and CPU 1 {bg.get('1', 0):.0%} (other builds). CPU-0 figures "
+        out.append(f"- **This run was on a shared, busy machine:** with nothing of ours loading it, CPU 0 was "
+                   f"{bg.get('0', 0):.0%} busy before the run and {bg_end.get('0', 0):.0%} after it "
+                   f"(CPU 1: {bg.get('1', 0):.0%} / {bg_end.get('1', 0):.0%}; other builds). CPU-0 figures "
                    "then include other tenants' work and rates are depressed, so the tables **rank by "
                    "process CPU** instead. These figures are placeholders: replace them with a quiet "
                    "run of `bench/run`.")
     else:
-        out.append(f"- Background: CPU 0 {bg.get('0', 0):.0%} busy before the run with nothing of ours loading it; "
+        out.append(f"- Background: CPU 0 {bg.get('0', 0):.0%} busy before the run and {bg_end.get('0', 0):.0%} after it "
+                   "with nothing of ours loading it; "
                    "tables rank by CPU-0 µs per handshake.")
     out.append("- Servers are started once per certificate and stay up; each scenario runs the servers "
                "interleaved and repeated (A B C A B C), each repetition listed, so drift within the run "

@@ -175,19 +175,18 @@ fn decode_batching(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderE
             ))
         }
     };
-    let engine = match cfg.typed_config.get("engine").map(|v| v.as_str()) {
-        None | Some(Some("auto")) => EngineChoice::Auto,
-        Some(Some("fault")) => EngineChoice::Fault(fault_plan(cfg)?),
-        Some(Some(name @ ("crypto_mb" | "software" | "avx2" | "ifma"))) => {
-            EngineChoice::Named(name.to_string())
-        }
-        _ => {
-            return Err(invalid(
+    let engine =
+        match cfg.typed_config.get("engine").map(|v| v.as_str()) {
+            None | Some(Some("auto")) => EngineChoice::Auto,
+            Some(Some("fault")) => EngineChoice::Fault(fault_plan(cfg)?),
+            Some(Some(name @ ("crypto_mb" | "software" | "avx2" | "ifma" | "portable"))) => {
+                EngineChoice::Named(name.to_string())
+            }
+            _ => return Err(invalid(
                 field(cfg, "engine"),
-                "expected auto, crypto_mb, avx2, ifma, software (or fault, for tests)",
-            ))
-        }
-    };
+                "expected auto, crypto_mb, ifma, avx2, software (or portable, fault: for tests)",
+            )),
+        };
     if cfg.typed_config.contains_key("fault") && !matches!(engine, EngineChoice::Fault(_)) {
         return Err(invalid(field(cfg, "fault"), "only with engine: fault"));
     }

@@ -59,6 +59,7 @@ fn build(config: Option<&Path>, concurrency: usize) -> Value {
             "usable": probe.reason.is_none(),
             "why": probe.reason,
         },
+        "engines": engines(),
         "qat": qat(),
         "workers": { "concurrency": concurrency, "cpuset": cpuset, "cpus_online": cpus_online,
             "note": if concurrency > cpuset { "more workers than CPUs this process may run on" } else { "ok" } },
@@ -67,6 +68,27 @@ fn build(config: Option<&Path>, concurrency: usize) -> Value {
         obj.insert("config".into(), config_report(path));
     }
     report
+}
+
+/// Every accelerated engine this build knows, in the order `engine: auto` and `cryptomb` try
+/// them on this CPU (the committed ranking), and whether each is usable here.
+fn engines() -> Value {
+    let list: Vec<Value> = quickshake_keyprovider::engines::accelerated()
+        .iter()
+        .map(|s| match &s.engine {
+            Ok(e) => {
+                let c = e.capabilities();
+                json!({ "name": s.name, "usable": true, "lanes": c.lanes, "rsa_bits": c.rsa_bits,
+                        "ecdsa_p256": c.ecdsa_p256, "rsa_min_batch": c.rsa_min_batch })
+            }
+            Err(why) => json!({ "name": s.name, "usable": false, "why": why }),
+        })
+        .collect();
+    json!({
+        "auto_order": quickshake_keyprovider::engines::ranking(),
+        "ranking_source": "committed table keyed by CPU features (crates/keyprovider/src/engines.rs), from bench/engine runs",
+        "accelerated": list,
+    })
 }
 
 fn cpu() -> (String, Value) {
@@ -171,6 +193,27 @@ fn print_text(r: &Value) {
     );
     if let Some(why) = cmb["why"].as_str() {
         println!("  why: {why}");
+    }
+    let order: Vec<&str> = r["engines"]["auto_order"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    println!("engines (auto order on this CPU: {}):", order.join(" > "));
+    for e in r["engines"]["accelerated"].as_array().into_iter().flatten() {
+        match e["usable"].as_bool() {
+            Some(true) => println!(
+                "  {}: usable (min batch {})",
+                e["name"].as_str().unwrap_or("?"),
+                e["rsa_min_batch"]
+            ),
+            _ => println!(
+                "  {}: not usable: {}",
+                e["name"].as_str().unwrap_or("?"),
+                e["why"].as_str().unwrap_or("")
+            ),
+        }
     }
     println!("QAT: {}", r["qat"]["why"].as_str().unwrap_or("?"));
     let w = &r["workers"];

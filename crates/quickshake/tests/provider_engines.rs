@@ -4,18 +4,25 @@
 
 mod support;
 
-use support::providers::{batching_cert, crypto_mb_usable, provider_counter};
+use support::providers::{batching_cert, provider_counter};
 use support::tls_client::{handshake, ClientOpts};
 use support::{direct_response_config, Gateway};
 
 const TLS12_CIPHERS: &str = "            tls_params:\n              cipher_suites: [ECDHE-ECDSA-AES128-GCM-SHA256, ECDHE-RSA-AES128-GCM-SHA256, AES128-GCM-SHA256]\n";
 
-fn engines() -> Vec<&'static str> {
-    let mut e = vec!["software", "auto"];
-    if crypto_mb_usable() {
-        e.push("crypto_mb");
-    } else {
-        eprintln!("crypto_mb not usable on this machine: its engine run is skipped (see quickshake doctor)");
+/// Every engine the machine runs: software, auto, portable, and each usable accelerated one.
+fn engines() -> Vec<String> {
+    let mut e = vec![
+        "software".to_string(),
+        "auto".to_string(),
+        "portable".to_string(),
+    ];
+    for (name, usable) in support::providers::accelerated_engines() {
+        if usable {
+            e.push(name);
+        } else {
+            eprintln!("{name} not usable on this machine: its engine run is skipped (see quickshake doctor)");
+        }
     }
     e
 }
@@ -44,6 +51,7 @@ fn ok(gw: &Gateway, opts: ClientOpts, what: &str) {
 #[test]
 fn every_operation_on_every_engine() {
     for engine in engines() {
+        let engine = engine.as_str();
         let gw = gateway(engine, "rsa2048");
         ok(
             &gw,
@@ -93,12 +101,14 @@ fn every_operation_on_every_engine() {
         assert_eq!(provider_counter(&gw, "ecdsa_sign"), 2, "engine {engine}");
         assert_eq!(provider_counter(&gw, "failed"), 0, "engine {engine}");
         assert_eq!(provider_counter(&gw, "verify_failed"), 0, "engine {engine}");
-        let expected = if engine == "auto" && crypto_mb_usable() {
-            "crypto_mb"
-        } else if engine == "auto" {
-            "software"
-        } else {
-            engine
+        let best = support::providers::accelerated_engines()
+            .into_iter()
+            .find(|(_, u)| *u)
+            .map(|(n, _)| n);
+        let expected = match (engine, &best) {
+            ("auto", Some(b)) => b.as_str(),
+            ("auto", None) => "software",
+            (e, _) => e,
         };
         assert_eq!(
             gw.counter(&format!(
@@ -114,6 +124,7 @@ fn every_operation_on_every_engine() {
 #[test]
 fn every_rsa_size_on_every_engine() {
     for engine in engines() {
+        let engine = engine.as_str();
         for bits in ["rsa1024", "rsa3072", "rsa4096"] {
             let gw = gateway(engine, bits);
             ok(&gw, ClientOpts::default(), &format!("{bits} on {engine}"));

@@ -92,3 +92,18 @@ pub fn crypto_mb_usable() -> bool {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     v["crypto_mb"]["usable"].as_bool() == Some(true)
 }
+
+/// The accelerated engines in `auto` order and whether each is usable (from the doctor).
+pub fn accelerated_engines() -> Vec<(String, bool)> {
+    let out = std::process::Command::new(super::binary())
+        .args(["doctor", "--json"])
+        .output()
+        .expect("doctor runs");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v["engines"]["accelerated"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e["name"].as_str()?.to_string(), e["usable"].as_bool()?)))
+        .collect()
+}

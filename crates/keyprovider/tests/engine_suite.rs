@@ -1,0 +1,165 @@
+//! One engine test suite, run against every engine this machine has: software, crypto_mb,
+//! our multi-buffer backends (portable, avx2, ifma) and the fault injector. Each RSA lane is
+//! compared with BoringSSL's raw private operation; each ECDSA signature is verified. Engines
+//! the CPU lacks are reported and skipped, never failed.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use boring::rsa::Padding;
+use quickshake_keyprovider::engine::crypto_mb::CryptoMbEngine;
+use quickshake_keyprovider::engine::fault::{FaultEngine, FaultPlan};
+use quickshake_keyprovider::engine::mbmath::MbMathEngine;
+use quickshake_keyprovider::engine::software::SoftwareEngine;
+use quickshake_keyprovider::engine::{EcdsaLane, Engine, LaneError, RsaLane};
+use quickshake_keyprovider::ProviderKey;
+use quickshake_mbmath::BackendKind;
+
+fn key(name: &str) -> Arc<ProviderKey> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/certs")
+        .join(format!("{name}.key.pem"));
+    let pem = std::fs::read(&path).expect("committed test key");
+    ProviderKey::from_pem(&pem, "test", &path.display().to_string()).expect("valid key")
+}
+
+fn engines() -> Vec<Box<dyn Engine>> {
+    let mut all: Vec<Box<dyn Engine>> = vec![Box::new(SoftwareEngine::default())];
+    match CryptoMbEngine::load() {
+        Ok(e) => all.push(Box::new(e)),
+        Err(e) => eprintln!("skip crypto_mb: {}", e.reason()),
+    }
+    for kind in BackendKind::ALL {
+        match MbMathEngine::new(kind, 1) {
+            Ok(e) => all.push(Box::new(e)),
+            Err(e) => eprintln!("skip {}: {e}", kind.name()),
+        }
+    }
+    all
+}
+
+/// Deterministic input below the modulus, different per lane.
+fn input(k: &ProviderKey, seed: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = (0..k.rsa_len())
+        .map(|i| ((i * 131 + seed * 17 + 3) % 251) as u8)
+        .collect();
+    v[0] = 0;
+    v
+}
+
+fn boring_raw(k: &ProviderKey, data: &[u8]) -> Vec<u8> {
+    let rsa = k
+        .rsa
+        .as_ref()
+        .and_then(|r| r.native.clone())
+        .expect("native");
+    let mut out = vec![0u8; rsa.size() as usize];
+    rsa.private_decrypt(data, &mut out, Padding::NONE)
+        .expect("BoringSSL raw op");
+    out
+}
+
+#[test]
+fn rsa_lanes_match_boringssl_on_every_engine() {
+    let sizes = [
+        "rsa1024", "rsa2048", "other", "mismatch", "rsa3072", "rsa4096",
+    ];
+    let keys: Vec<Arc<ProviderKey>> = sizes.iter().map(|s| key(s)).collect();
+    for engine in engines() {
+        let caps = engine.capabilities().clone();
+        for n in 1..=8 {
+            // Mixed keys and sizes within one batch; sizes the engine lacks must come back
+            // `Unsupported` (the provider then runs them on the scalar path).
+            let inputs: Vec<(Arc<ProviderKey>, Vec<u8>)> = (0..n)
+                .map(|i| {
+                    let k = keys[i % keys.len()].clone();
+                    let d = input(&k, i);
+                    (k, d)
+                })
+                .collect();
+            let lanes: Vec<RsaLane<'_>> = inputs
+                .iter()
+                .map(|(k, d)| RsaLane {
+                    key: k.rsa.as_ref().expect("rsa"),
+                    input: d,
+                })
+                .collect();
+            let results = engine.rsa_private(&lanes);
+            assert_eq!(results.len(), n, "{}: one result per lane", caps.name);
+            for ((k, d), r) in inputs.iter().zip(results) {
+                let bits = k.rsa.as_ref().map(|r| r.bits).unwrap_or(0);
+                match r {
+                    Ok(out) => assert_eq!(
+                        out,
+                        boring_raw(k, d),
+                        "{} RSA-{bits} lane of {n}",
+                        caps.name
+                    ),
+                    Err(LaneError::Unsupported) => {
+                        assert!(
+                            !caps.rsa_bits.contains(&bits),
+                            "{} claims RSA-{bits} but refused it",
+                            caps.name
+                        )
+                    }
+                    Err(e) => panic!("{} RSA-{bits}: {e}", caps.name),
+                }
+            }
+        }
+        eprintln!("{}: RSA lanes match BoringSSL", caps.name);
+    }
+}
+
+#[test]
+fn ecdsa_signatures_verify_on_every_engine_that_signs() {
+    let k = key("ecdsa-p256");
+    let ec = k.ec.as_ref().expect("ec key");
+    let public = k.ec_public.as_ref().expect("public");
+    for engine in engines() {
+        let caps = engine.capabilities().clone();
+        let digests: Vec<Vec<u8>> = (0..8u8)
+            .map(|i| vec![i.wrapping_mul(37).wrapping_add(1); 32])
+            .collect();
+        let lanes: Vec<EcdsaLane<'_>> = digests
+            .iter()
+            .map(|d| EcdsaLane { key: ec, digest: d })
+            .collect();
+        for (d, r) in digests.iter().zip(engine.ecdsa_sign(&lanes)) {
+            match r {
+                Ok(der) => {
+                    let sig = boring::ecdsa::EcdsaSig::from_der(&der).expect("DER");
+                    assert!(sig.verify(d, public).expect("verify"), "{}", caps.name);
+                }
+                Err(LaneError::Unsupported) => assert!(!caps.ecdsa_p256, "{}", caps.name),
+                Err(e) => panic!("{}: {e}", caps.name),
+            }
+        }
+    }
+}
+
+#[test]
+fn fault_engine_corrupts_and_errors_as_planned() {
+    let k = key("rsa2048");
+    let d = input(&k, 1);
+    let plan = FaultPlan {
+        corrupt_every: Some(2),
+        error_every: Some(3),
+        ..Default::default()
+    };
+    let engine = FaultEngine::new(Box::new(SoftwareEngine::default()), plan);
+    let lanes: Vec<RsaLane<'_>> = (0..6)
+        .map(|_| RsaLane {
+            key: k.rsa.as_ref().expect("rsa"),
+            input: &d,
+        })
+        .collect();
+    let good = boring_raw(&k, &d);
+    let r = engine.rsa_private(&lanes);
+    // ops 1..6: 2 and 4 corrupted, 3 and 6 errors (error wins on 6).
+    assert_eq!(r[0].as_ref().ok(), Some(&good));
+    assert!(r[1].as_ref().is_ok_and(|v| *v != good));
+    assert!(matches!(r[2], Err(LaneError::Failed(_))));
+    assert!(r[3].as_ref().is_ok_and(|v| *v != good));
+    assert_eq!(r[4].as_ref().ok(), Some(&good));
+    assert!(matches!(r[5], Err(LaneError::Failed(_))));
+}
