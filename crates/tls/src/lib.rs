@@ -10,7 +10,8 @@
 #![deny(unsafe_code)]
 
 pub mod certs;
-pub mod client_hello;
+/// Re-exported from `quickshake-wire`, where the parser lives (no BoringSSL, fuzzed).
+pub use quickshake_wire::client_hello;
 pub mod context;
 pub mod handshake_stats;
 #[allow(unsafe_code)]

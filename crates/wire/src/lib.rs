@@ -1,0 +1,9 @@
+//! Pure parsers of untrusted bytes from the network: the TLS ClientHello's server name (to pick
+//! a filter chain before the handshake) and, with the proxying work, the PROXY protocol header.
+//!
+//! This crate owns parsing only: it never reads from a socket, never allocates more than its
+//! input, never panics on any input (fuzzed: `fuzz/`), and does not link BoringSSL, so fuzz
+//! builds stay quick.
+#![forbid(unsafe_code)]
+
+pub mod client_hello;
