@@ -87,6 +87,13 @@ PROFILES = {
 }
 
 
+def groups(cert, tls):
+    """X25519 is the key exchange everywhere. TLS 1.2 servers also check the client's
+    supported_groups for the ECDSA certificate's curve (RFC 8422), so P-256 is listed second
+    there; X25519 is still the group negotiated."""
+    return "X25519,P-256" if cert.startswith("ecdsa") and tls == "1.2" else "X25519"
+
+
 def log(msg):
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -101,6 +108,8 @@ def sh(cmd, timeout=20):
 
 def port_free(port):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # Like the servers, ignore TIME_WAIT leftovers of earlier runs: only a listener counts.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         s.bind(("0.0.0.0", port))
         return True
@@ -174,13 +183,14 @@ def admin_counters(admin_port):
 
 
 class Server:
-    def __init__(self, name, cert, index, run_dir, bins):
+    def __init__(self, name, cert, index, run_dir, bins, phase=0):
         self.name = name
         self.kind, self.provider = SERVERS[name]
         self.cert_name = cert
         self.cert, self.key = (os.path.join(ROOT, p) for p in CERTS[cert])
-        self.port = BASE_PORT + 2 * index
-        self.admin_port = BASE_PORT + 2 * index + 1 if self.kind in ("quickshake", "envoy", "floor") else None
+        base = BASE_PORT + 2 * len(SERVERS) * phase  # new ports per phase
+        self.port = base + 2 * index
+        self.admin_port = base + 2 * index + 1 if self.kind in ("quickshake", "envoy", "floor") else None
         self.dir = os.path.join(run_dir, f"{name}-{cert}")
         self.bins = bins
         self.proc = None
@@ -294,7 +304,7 @@ class Runner:
         p = self.prof
         cmd = ["taskset", "-c", CLIENT_CPU, self.bins["bench"], "-d", f"{p['duration']}s",
                "--warmup", f"{p['warmup']}s", "--json", "--cacert", srv.cert,
-               "--server-cpu", SERVER_CPU, "--tls", tls, "--groups", "X25519"]
+               "--server-cpu", SERVER_CPU, "--tls", tls, "--groups", groups(srv.cert_name, tls)]
         if clients is not None:
             cmd += ["-c", str(clients)]
         if rate is not None:
@@ -508,6 +518,9 @@ def median(xs):
 
 
 def main():
+    # SIGTERM/SIGHUP: unwind through the finally blocks so every server is stopped.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda n, _f: sys.exit(128 + n))
     ap = argparse.ArgumentParser()
     ap.add_argument("--profile", choices=PROFILES, default="default")
     ap.add_argument("--out", required=True)
@@ -531,7 +544,7 @@ def main():
             log(f"phase {cert}: starting {len(names)} servers on CPU {SERVER_CPU}")
             servers = {}
             for i, name in enumerate(names):
-                s = Server(name, cert, i, args.run_dir, bins)
+                s = Server(name, cert, i, args.run_dir, bins, phase=certs.index(cert))
                 try:
                     s.start()
                     servers[name] = s

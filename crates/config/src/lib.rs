@@ -20,6 +20,8 @@ mod error;
 mod http;
 mod listener;
 pub mod model;
+mod sds;
+pub use sds::load_sds_tls_certificate;
 mod source;
 mod tls;
 mod walk;
@@ -50,4 +52,13 @@ pub fn load_file(path: &Path) -> Result<Bootstrap, ConfigError> {
 /// Parse configuration text (YAML, or JSON which is YAML too).
 pub fn parse_str(text: &str) -> Result<Bootstrap, ConfigError> {
     bootstrap::bootstrap(source::yaml_text_to_json(text, "config")?)
+}
+
+/// Decode an Envoy `DataSource` given as JSON (e.g. inside a provider's `typed_config`), with
+/// errors naming `field_path`.
+pub fn data_source_from_json(
+    v: &serde_json::Value,
+    field_path: &str,
+) -> Result<DataSource, ConfigError> {
+    source::data_source(&walk::Node::new(v, field_path))
 }

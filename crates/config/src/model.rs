@@ -81,6 +81,9 @@ pub struct FilterChain {
 pub struct DownstreamTls {
     pub path: String,
     pub certificates: Vec<TlsCertificate>,
+    /// `common_tls_context.tls_certificate_sds_secret_configs[]`, resolved from their files each
+    /// time the context is built (`load_sds_tls_certificate`).
+    pub sds_certificates: Vec<SdsSecretRef>,
     pub params: TlsParams,
     pub alpn_protocols: Vec<String>,
     pub require_client_certificate: bool,
@@ -119,6 +122,20 @@ pub struct TlsCertificate {
     /// Plain `private_key`; may be absent when a provider holds the key.
     pub private_key: Option<DataSource>,
     pub private_key_provider: Option<PrivateKeyProvider>,
+    /// Envoy's `watched_directory.path`: reload when this directory changes (the atomic
+    /// `..data` symlink swap of Kubernetes Secret volumes).
+    pub watched_directory: Option<PathBuf>,
+}
+
+/// A `tls_certificate_sds_secret_configs[]` entry read from a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SdsSecretRef {
+    /// Config path of the entry, for errors.
+    pub path: String,
+    /// The `Secret` resource's name.
+    pub name: String,
+    /// `sds_config.path_config_source.path` (or `sds_config.path`).
+    pub file: PathBuf,
 }
 
 /// `private_key_provider`: the provider's typed config is kept as JSON and decoded by the

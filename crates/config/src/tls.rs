@@ -1,8 +1,11 @@
 //! `DownstreamTlsContext`: certificates, private key providers, TLS parameters, ALPN, client
 //! certificate validation and session resumption settings. Files are not read here.
 
+use std::path::PathBuf;
+
 use crate::model::{
-    DataSource, DownstreamTls, PrivateKeyProvider, TlsCertificate, TlsParams, TlsVersion,
+    DataSource, DownstreamTls, PrivateKeyProvider, SdsSecretRef, TlsCertificate, TlsParams,
+    TlsVersion,
 };
 use crate::source::data_source;
 use crate::walk::{Node, Obj, Result};
@@ -77,6 +80,7 @@ pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
     Ok(DownstreamTls {
         path: node.path.clone(),
         certificates: ctx.certificates,
+        sds_certificates: ctx.sds_certificates,
         params: ctx.params,
         alpn_protocols: ctx.alpn_protocols,
         require_client_certificate,
@@ -89,6 +93,7 @@ pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
 
 struct CommonTlsContext {
     certificates: Vec<TlsCertificate>,
+    sds_certificates: Vec<SdsSecretRef>,
     params: TlsParams,
     alpn_protocols: Vec<String>,
     trusted_ca: Option<DataSource>,
@@ -98,12 +103,12 @@ fn common_tls_context(node: &Node<'_>) -> Result<CommonTlsContext> {
     let o = node.obj_with(
         &[
             "tls_certificates",
+            "tls_certificate_sds_secret_configs",
             "tls_params",
             "alpn_protocols",
             "validation_context",
         ],
         &[
-            "tls_certificate_sds_secret_configs",
             "tls_certificate_provider_instance",
             "tls_certificate_certificate_provider",
             "tls_certificate_certificate_provider_instance",
@@ -116,13 +121,19 @@ fn common_tls_context(node: &Node<'_>) -> Result<CommonTlsContext> {
             "key_log",
         ],
     )?;
-    let certs_node = o.req("tls_certificates")?;
     let mut certificates = Vec::new();
-    for c in certs_node.items() {
+    for c in o.items("tls_certificates") {
         certificates.push(tls_certificate(&c)?);
     }
-    if certificates.is_empty() {
-        return Err(certs_node.err("at least one certificate is required"));
+    let mut sds_certificates = Vec::new();
+    for c in o.items("tls_certificate_sds_secret_configs") {
+        sds_certificates.push(crate::sds::sds_secret_ref(&c)?);
+    }
+    if certificates.is_empty() && sds_certificates.is_empty() {
+        return Err(match o.get("tls_certificates") {
+            Some(n) => n.err("at least one certificate is required"),
+            None => node.err("needs tls_certificates or tls_certificate_sds_secret_configs"),
+        });
     }
     let params = match o.get("tls_params") {
         Some(p) => tls_params(&p)?,
@@ -138,19 +149,24 @@ fn common_tls_context(node: &Node<'_>) -> Result<CommonTlsContext> {
     };
     Ok(CommonTlsContext {
         certificates,
+        sds_certificates,
         params,
         alpn_protocols,
         trusted_ca,
     })
 }
 
-fn tls_certificate(node: &Node<'_>) -> Result<TlsCertificate> {
+pub(crate) fn tls_certificate(node: &Node<'_>) -> Result<TlsCertificate> {
     let o = node.obj_with(
-        &["certificate_chain", "private_key", "private_key_provider"],
+        &[
+            "certificate_chain",
+            "private_key",
+            "private_key_provider",
+            "watched_directory",
+        ],
         &[
             "password",
             "pkcs12",
-            "watched_directory",
             "ocsp_staple",
             "signed_certificate_timestamp",
         ],
@@ -164,7 +180,14 @@ fn tls_certificate(node: &Node<'_>) -> Result<TlsCertificate> {
     if private_key.is_none() && private_key_provider.is_none() {
         return Err(node.err("needs private_key or private_key_provider"));
     }
+    let watched_directory = match o.get("watched_directory") {
+        Some(w) => Some(PathBuf::from(
+            w.obj(&["path"])?.req("path")?.non_empty_str()?,
+        )),
+        None => None,
+    };
     Ok(TlsCertificate {
+        watched_directory,
         path: node.path.clone(),
         certificate_chain,
         private_key,

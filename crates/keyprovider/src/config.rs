@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use quickshake_config::{parse_duration, DataSource, PrivateKeyProvider};
-use serde_json::{Map, Value};
 
 use crate::batch::BatchingMode;
 use crate::engine::fault::FaultPlan;
@@ -16,6 +15,11 @@ pub const CRYPTOMB_TYPES: [&str; 2] = [
 ];
 pub const BATCHING_TYPE: &str =
     "type.googleapis.com/quickshake.private_key_providers.v1.BatchingConfig";
+/// Envoy's QAT provider; seed 000 prints the type with `QAT` capitalised, accepted too.
+pub const QAT_TYPES: [&str; 2] = [
+    "type.googleapis.com/envoy.extensions.private_key_providers.qat.v3alpha.QatPrivateKeyMethodConfig",
+    "type.googleapis.com/envoy.extensions.private_key_providers.qat.v3alpha.QATPrivateKeyMethodConfig",
+];
 
 /// Which engine a `quickshake.batching` provider asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +30,8 @@ pub enum EngineChoice {
     Named(String),
     /// Tests: software wrapped in a fault injector.
     Fault(FaultPlan),
+    /// An Intel QAT device (Envoy's `qat` provider).
+    Qat,
 }
 
 /// A decoded provider config.
@@ -56,13 +62,10 @@ pub fn decode(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderError>
     match cfg.provider_name.as_str() {
         "cryptomb" => decode_cryptomb(cfg),
         "quickshake.batching" => decode_batching(cfg),
-        "qat" => Err(invalid(
-            format!("{}.provider_name", cfg.path),
-            "the qat provider is not supported yet",
-        )),
+        "qat" => decode_qat(cfg),
         other => Err(invalid(
             format!("{}.provider_name", cfg.path),
-            format!("unknown provider '{other}' (known: cryptomb, quickshake.batching)"),
+            format!("unknown provider '{other}' (known: cryptomb, qat, quickshake.batching)"),
         )),
     }
 }
@@ -97,37 +100,7 @@ fn private_key(cfg: &PrivateKeyProvider) -> Result<DataSource, ProviderError> {
         .typed_config
         .get("private_key")
         .ok_or_else(|| invalid(path.clone(), "required"))?;
-    let obj = v
-        .as_object()
-        .ok_or_else(|| invalid(path.clone(), "expected {filename | inline_string}"))?;
-    data_source(obj, &path)
-}
-
-fn data_source(obj: &Map<String, Value>, path: &str) -> Result<DataSource, ProviderError> {
-    if obj.len() != 1 {
-        return Err(invalid(
-            path.to_string(),
-            "exactly one of filename, inline_string, inline_bytes",
-        ));
-    }
-    let (k, v) = obj
-        .iter()
-        .next()
-        .ok_or_else(|| invalid(path.to_string(), "empty"))?;
-    let s = v
-        .as_str()
-        .ok_or_else(|| invalid(format!("{path}.{k}"), "expected a string"))?;
-    Ok(match k.as_str() {
-        "filename" => DataSource::Filename(s.into()),
-        "inline_string" => DataSource::InlineString(s.to_string()),
-        "inline_bytes" => {
-            return Err(invalid(
-                format!("{path}.{k}"),
-                "use filename or inline_string (PEM) for provider keys",
-            ))
-        }
-        other => return Err(invalid(format!("{path}.{other}"), "unknown field")),
-    })
+    Ok(quickshake_config::data_source_from_json(v, &path)?)
 }
 
 fn poll_delay(
@@ -155,6 +128,19 @@ fn decode_cryptomb(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderE
         poll_delay: poll_delay(cfg, None)?,
         mode: BatchingMode::Timer,
         engine: EngineChoice::Auto,
+        envoy_semantics: true,
+    })
+}
+
+fn decode_qat(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderError> {
+    check_type(cfg, &QAT_TYPES)?;
+    check_fields(cfg, &["private_key", "poll_delay"])?;
+    Ok(ProviderConfig {
+        provider_name: cfg.provider_name.clone(),
+        private_key: private_key(cfg)?,
+        poll_delay: poll_delay(cfg, None)?,
+        mode: BatchingMode::Timer,
+        engine: EngineChoice::Qat,
         envoy_semantics: true,
     })
 }

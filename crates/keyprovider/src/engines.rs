@@ -134,3 +134,77 @@ pub fn by_name(name: &str) -> Result<Arc<dyn Engine>, String> {
         )),
     }
 }
+
+/// QAT 4xxx physical functions (Intel vendor 0x8086) and their crypto virtual functions.
+pub const QAT_PF: [&str; 3] = ["0x4940", "0x4942", "0x4946"];
+pub const QAT_VF: [&str; 3] = ["0x4941", "0x4943", "0x4947"];
+
+/// One QAT PCI function seen in sysfs.
+#[derive(Debug, Clone)]
+pub struct QatFunction {
+    pub address: String,
+    pub device: String,
+    pub driver: Option<String>,
+    pub virtual_function: bool,
+}
+
+/// The QAT 4xxx functions visible on this machine.
+pub fn qat_functions() -> Vec<QatFunction> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/sys/bus/pci/devices") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let read = |f: &str| {
+            std::fs::read_to_string(e.path().join(f))
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        };
+        if read("vendor") != "0x8086" {
+            continue;
+        }
+        let device = read("device");
+        let vf = QAT_VF.contains(&device.as_str());
+        if !vf && !QAT_PF.contains(&device.as_str()) {
+            continue;
+        }
+        let driver = std::fs::read_link(e.path().join("driver"))
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()));
+        out.push(QatFunction {
+            address: e.file_name().to_string_lossy().to_string(),
+            device,
+            driver,
+            virtual_function: vf,
+        });
+    }
+    out
+}
+
+/// Why the `qat` provider has no engine here. A QAT machine needs crypto virtual functions
+/// (8086:4941/4943/4947) bound to vfio-pci, `/dev/vfio` nodes, and Intel's qatlib; quickshake
+/// detects them but ships no offload path that was never run (none exists on these machines).
+pub fn qat_status() -> String {
+    if hidden("qat") {
+        return "qat is hidden by QUICKSHAKE_HIDE_ENGINES".into();
+    }
+    let vfs: Vec<QatFunction> = qat_functions()
+        .into_iter()
+        .filter(|f| f.virtual_function)
+        .collect();
+    let vfio_bound = vfs
+        .iter()
+        .filter(|f| f.driver.as_deref() == Some("vfio-pci"))
+        .count();
+    if vfs.is_empty() {
+        "no Intel QAT 4xxx crypto virtual functions (8086:4941/4943/4947) on this machine".into()
+    } else if vfio_bound == 0 || !std::path::Path::new("/dev/vfio").exists() {
+        format!(
+            "{} QAT virtual function(s) found but none bound to vfio-pci with /dev/vfio",
+            vfs.len()
+        )
+    } else {
+        format!("{vfio_bound} QAT virtual function(s) ready, but this quickshake has no QAT offload path yet")
+    }
+}

@@ -215,6 +215,8 @@ impl Providers {
             BatchingMode::Adaptive => "adaptive".to_string(),
         });
         if let Ok(mut r) = self.reports.lock() {
+            // A reload rebuilds the same certificate: keep one report per config field.
+            r.retain(|old| old.field != cfg.path);
             r.push(ProviderReport {
                 field: cfg.path.clone(),
                 provider_name: d.provider_name.clone(),
@@ -247,6 +249,7 @@ fn choose_engine(d: &ProviderConfig) -> Result<(Arc<dyn Engine>, String), String
         EngineChoice::Named(name) => {
             engines::by_name(name).map(|e| (e, format!("engine: {name} as configured")))
         }
+        EngineChoice::Qat => Err(engines::qat_status()),
         EngineChoice::Fault(plan) => {
             let inner: Box<dyn Engine> = Box::new(engine::software::SoftwareEngine::default());
             Ok((

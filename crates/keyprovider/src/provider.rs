@@ -57,7 +57,20 @@ impl ProviderCore {
         self.engine.capabilities().lanes.clamp(1, 8)
     }
 
-    /// Process one batch and reply to every operation in it.
+    /// Process one batch and reply to every operation in it: on this worker for CPU engines,
+    /// on a blocking thread for offload engines (the worker keeps serving meanwhile).
+    pub fn dispatch(self: &Arc<Self>, class: OpClass, batch: Vec<PendingOp>) {
+        if self.engine.capabilities().offload {
+            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                let core = self.clone();
+                handle.spawn_blocking(move || core.process(class, batch));
+                return;
+            }
+        }
+        self.process(class, batch);
+    }
+
+    /// Process one batch and reply to every operation in it, on the calling thread.
     pub fn process(&self, class: OpClass, batch: Vec<PendingOp>) {
         let caps = self.engine.capabilities();
         let size = batch.len();

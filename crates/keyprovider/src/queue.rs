@@ -75,7 +75,7 @@ pub fn submit(core: &Arc<ProviderCore>, op: PendingOp) {
             .push(op)
     });
     match outcome {
-        PushOutcome::Full(batch) => core.process(class, batch),
+        PushOutcome::Full(batch) => core.dispatch(class, batch),
         PushOutcome::Queued => {}
         PushOutcome::Arm { generation } => arm_flush(core.clone(), class, generation),
     }
@@ -137,6 +137,6 @@ fn flush(core: &Arc<ProviderCore>, class: OpClass, generation: u64) {
             .and_then(|b| b.flush(generation))
     });
     if let Some(batch) = batch {
-        core.process(class, batch);
+        core.dispatch(class, batch);
     }
 }

@@ -23,10 +23,6 @@ const FLAGS: [&str; 10] = [
     "bmi2",
 ];
 
-/// QAT 4xxx physical and virtual functions (Intel vendor 0x8086).
-const QAT_PF: [&str; 3] = ["0x4940", "0x4942", "0x4946"];
-const QAT_VF: [&str; 3] = ["0x4941", "0x4943", "0x4947"];
-
 pub fn run(config: Option<&Path>, json_out: bool, concurrency: usize) -> ExitCode {
     let report = build(config, concurrency);
     if json_out {
@@ -113,40 +109,14 @@ fn cpu() -> (String, Value) {
 }
 
 fn qat() -> Value {
-    let mut pfs = Vec::new();
-    let mut vfs = Vec::new();
-    if let Ok(entries) = std::fs::read_dir("/sys/bus/pci/devices") {
-        for e in entries.flatten() {
-            let read = |f: &str| {
-                std::fs::read_to_string(e.path().join(f))
-                    .unwrap_or_default()
-                    .trim()
-                    .to_string()
-            };
-            if read("vendor") != "0x8086" {
-                continue;
-            }
-            let dev = read("device");
-            let driver = std::fs::read_link(e.path().join("driver"))
-                .ok()
-                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()));
-            let entry = json!({ "address": e.file_name().to_string_lossy(), "device": dev, "driver": driver });
-            if QAT_PF.contains(&dev.as_str()) {
-                pfs.push(entry);
-            } else if QAT_VF.contains(&dev.as_str()) {
-                vfs.push(entry);
-            }
-        }
-    }
-    let vfio = Path::new("/dev/vfio").exists();
-    let usable = !vfs.is_empty() && vfio;
+    let functions = quickshake_keyprovider::engines::qat_functions();
+    let entry = |f: &quickshake_keyprovider::engines::QatFunction| json!({ "address": f.address, "device": f.device, "driver": f.driver });
     json!({
-        "physical_functions": pfs,
-        "virtual_functions": vfs,
-        "dev_vfio": vfio,
-        "usable": usable,
-        "why": if usable { "QAT crypto virtual functions bound to vfio-pci are visible (no offload path is built yet)" }
-               else { "no Intel QAT 4xxx crypto virtual functions (8086:4941/4943/4947) with /dev/vfio on this machine" },
+        "physical_functions": functions.iter().filter(|f| !f.virtual_function).map(entry).collect::<Vec<_>>(),
+        "virtual_functions": functions.iter().filter(|f| f.virtual_function).map(entry).collect::<Vec<_>>(),
+        "dev_vfio": Path::new("/dev/vfio").exists(),
+        "usable": false,
+        "why": quickshake_keyprovider::engines::qat_status(),
     })
 }
 

@@ -50,7 +50,7 @@ fn main() -> ExitCode {
         }
     };
     let store = Store::new();
-    let providers = Providers::new(store.clone());
+    let providers = Arc::new(Providers::new(store.clone()));
     if cli.mode == Mode::Validate {
         return match build_listeners(&cfg, &store, &providers) {
             Ok(_) => {
@@ -89,7 +89,7 @@ fn serve(
     path: &std::path::Path,
     cfg: Bootstrap,
     store: Store,
-    providers: &Providers,
+    providers: &Arc<Providers>,
 ) -> Result<(), String> {
     let opts = GatewayOptions {
         concurrency: concurrency(cli),
@@ -105,6 +105,15 @@ fn serve(
     };
     let gateway = Gateway::start(&cfg, &opts, store.clone(), providers).map_err(|e| ctx(&e))?;
     let drain = gateway.drain_handle();
+    quickshake_server::reload::spawn(
+        cfg.listeners
+            .iter()
+            .cloned()
+            .zip(gateway.listeners.iter().cloned())
+            .collect(),
+        store.clone(),
+        providers.clone(),
+    );
     let mut admin = GatewayAdmin::new(
         store.clone(),
         gateway.listeners.clone(),
@@ -118,7 +127,8 @@ fn serve(
         }),
         drain.clone(),
     );
-    admin.extra_dump.extend(providers.config_dump());
+    let dump_providers = providers.clone();
+    admin.extra_dump = Some(Box::new(move || dump_providers.config_dump()));
     let admin: Arc<dyn AdminState> = Arc::new(admin);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use support::*;
@@ -164,32 +163,10 @@ fn tls13_resumption_disabled() {
     assert_eq!(reused_counter(&gw), 0);
 }
 
-/// `target/<profile>/quickshake-bench`, built on demand.
-fn bench_binary() -> PathBuf {
-    // The test binary is target/<profile>/deps/<name>; the bench sits in target/<profile>.
-    let exe = std::env::current_exe().expect("current exe");
-    let profile_dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/ci"));
-    let path = profile_dir.join("quickshake-bench");
-    if !path.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "quickshake-bench", "--profile", "ci"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("cargo build quickshake-bench");
-        assert!(status.success(), "building quickshake-bench failed");
-    }
-    assert!(path.exists(), "{} missing", path.display());
-    path
-}
-
 fn run_bench(gw: &Gateway) -> serde_json::Value {
     let out = Command::new("timeout")
         .arg("30")
-        .arg(bench_binary())
+        .arg(support::bench_binary())
         .args(["-c", "8", "-d", "2s", "--json", "--cacert"])
         .arg(cert("rsa2048.cert.pem"))
         .arg("--server-stats")

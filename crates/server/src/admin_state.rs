@@ -19,8 +19,9 @@ pub struct GatewayAdmin {
     pub config_dump: Value,
     /// `{concurrency, config_path, log_level, ...}` as `/server_info`'s `command_line_options`.
     pub command_line_options: Value,
-    /// Extra `/config_dump` sections (e.g. private key providers and their engines).
-    pub extra_dump: Vec<Value>,
+    /// Extra `/config_dump` sections (e.g. private key providers and their engines), computed
+    /// when asked so they follow reloads.
+    pub extra_dump: Option<Box<dyn Fn() -> Vec<Value> + Send + Sync>>,
     pub drain: DrainHandle,
     pub health_check_failed: AtomicBool,
     pub started: Instant,
@@ -45,7 +46,7 @@ impl GatewayAdmin {
             listeners,
             config_dump,
             command_line_options,
-            extra_dump: Vec::new(),
+            extra_dump: None,
             drain,
             health_check_failed: AtomicBool::new(false),
             started: Instant::now(),
@@ -108,7 +109,9 @@ impl AdminState for GatewayAdmin {
     fn config_dump(&self) -> Value {
         let mut dump = self.config_dump.clone();
         if let Some(configs) = dump.get_mut("configs").and_then(Value::as_array_mut) {
-            configs.extend(self.extra_dump.iter().cloned());
+            if let Some(extra) = &self.extra_dump {
+                configs.extend(extra());
+            }
         }
         dump
     }

@@ -13,6 +13,7 @@ pub mod connection;
 pub mod http;
 pub mod listener;
 pub mod prefixed;
+pub mod reload;
 pub mod routing;
 pub mod time;
 pub mod worker;

@@ -67,6 +67,10 @@ pub fn build_chain_tls(
     for cert in &tls.certificates {
         built.push(build_cert_context(tls, cert, providers, stat_scope)?);
     }
+    for sds in &tls.sds_certificates {
+        let cert = quickshake_config::load_sds_tls_certificate(sds)?;
+        built.push(build_cert_context(tls, &cert, providers, stat_scope)?);
+    }
     if built.is_empty() {
         return Err(TlsError::Invalid {
             field: format!("{}.common_tls_context.tls_certificates", tls.path),

@@ -360,6 +360,7 @@ impl CryptoMbEngine {
             ecdsa_p256: true,
             rsa_min_batch: RSA_MIN_BATCH,
             ecdsa_min_batch: ECDSA_MIN_BATCH,
+            offload: false,
         };
         Ok(CryptoMbEngine {
             lib,

@@ -32,6 +32,8 @@ impl FaultEngine {
     pub fn new(inner: Box<dyn Engine>, plan: FaultPlan) -> Self {
         let mut caps = inner.capabilities().clone();
         caps.name = format!("fault({})", caps.name);
+        // A delayed engine models a device: it sleeps, so it is run off the worker thread.
+        caps.offload = plan.delay.is_some();
         FaultEngine {
             inner,
             plan,

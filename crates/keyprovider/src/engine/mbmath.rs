@@ -34,6 +34,7 @@ impl MbMathEngine {
                 ecdsa_p256: false,
                 rsa_min_batch,
                 ecdsa_min_batch: usize::MAX,
+                offload: false,
             },
             cache: Mutex::new(Vec::new()),
         })

@@ -30,6 +30,10 @@ pub struct Capabilities {
     /// as for 8. Measured per engine and CPU (see `bench/`); 1 for scalar engines.
     pub rsa_min_batch: usize,
     pub ecdsa_min_batch: usize,
+    /// The engine waits rather than computes (an offload device, a remote signer): the
+    /// provider runs its batches off the worker thread so the worker keeps serving. CPU
+    /// engines compute on the worker, where the work belongs.
+    pub offload: bool,
 }
 
 /// The key parts an RSA engine needs, big-endian, no leading zeros required.

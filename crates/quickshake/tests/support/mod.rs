@@ -332,3 +332,27 @@ pub fn plain_cert(name: &str) -> String {
         "            - certificate_chain: {{ filename: {{{{CERTS}}}}/{name}.cert.pem }}\n              private_key: {{ filename: {{{{CERTS}}}}/{name}.key.pem }}"
     )
 }
+
+/// `target/<profile>/quickshake-bench`, built on demand.
+pub fn bench_binary() -> std::path::PathBuf {
+    // The test binary is target/<profile>/deps/<name>; the bench sits in target/<profile>.
+    let exe = std::env::current_exe().expect("current exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/ci")
+        });
+    let path = profile_dir.join("quickshake-bench");
+    if !path.exists() {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "-p", "quickshake-bench", "--profile", "ci"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo build quickshake-bench");
+        assert!(status.success(), "building quickshake-bench failed");
+    }
+    assert!(path.exists(), "{} missing", path.display());
+    path
+}

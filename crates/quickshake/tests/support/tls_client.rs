@@ -125,3 +125,16 @@ pub fn closed_loop(
     }
     Ok(total)
 }
+
+/// The serial number (lower-case hex) of the certificate a new connection gets.
+pub fn peer_serial(port: u16) -> Result<String, String> {
+    let c = connector(&ClientOpts::default())?;
+    let tcp = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    let tls = c.connect("localhost", tcp).map_err(|e| e.to_string())?;
+    let cert = tls.ssl().peer_certificate().ok_or("no peer certificate")?;
+    let bn = cert.serial_number().to_bn().map_err(|e| e.to_string())?;
+    let hex = bn.to_hex_str().map_err(|e| e.to_string())?;
+    Ok(hex.to_string().to_lowercase())
+}
