@@ -41,6 +41,15 @@ pub enum Mode {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Translate Istio's `privateKeyProvider` (ProxyConfig, meshConfig.defaultConfig or the
+    /// `proxy.istio.io/config` annotation) into quickshake's `private_key_provider`.
+    Convert {
+        /// Istio YAML file (`-` for standard input).
+        input: PathBuf,
+        /// The key file the provider block should name.
+        #[arg(long, default_value = "/etc/quickshake/tls/tls.key")]
+        key_file: String,
+    },
     /// Report CPU features, acceleration engines, QAT devices and, with -c, which engine each key gets.
     Doctor {
         /// Machine-readable output.

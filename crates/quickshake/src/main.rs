@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+mod convert;
 mod doctor;
 
 use std::net::SocketAddr;
@@ -34,8 +35,12 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
 
-    if let Some(Command::Doctor { json }) = &cli.command {
-        return doctor::run(cli.config.as_deref(), *json, concurrency(&cli));
+    match &cli.command {
+        Some(Command::Doctor { json }) => {
+            return doctor::run(cli.config.as_deref(), *json, concurrency(&cli))
+        }
+        Some(Command::Convert { input, key_file }) => return run_convert(input, key_file),
+        None => {}
     }
     let Some(path) = cli.config.clone() else {
         return fail("a configuration is required: quickshake -c FILE");
@@ -66,6 +71,31 @@ fn main() -> ExitCode {
     match serve(&cli, &path, cfg, store, &providers) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
+    }
+}
+
+fn run_convert(input: &std::path::Path, key_file: &str) -> ExitCode {
+    let text = if input.as_os_str() == "-" {
+        let mut s = String::new();
+        if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut s) {
+            return fail(&format!("convert: reading standard input: {e}"));
+        }
+        s
+    } else {
+        match std::fs::read_to_string(input) {
+            Ok(s) => s,
+            Err(e) => return fail(&format!("convert: {}: {e}", input.display())),
+        }
+    };
+    match convert::find(&text) {
+        Ok(found) if found.is_empty() => fail("convert: no privateKeyProvider found"),
+        Ok(found) => {
+            for f in &found {
+                println!("{}", convert::render(f, key_file));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&format!("convert: {e}")),
     }
 }
 

@@ -47,10 +47,8 @@ fn helm() -> Option<PathBuf> {
         return None;
     }
     let mut candidates = vec![PathBuf::from("helm")];
-    for var in ["GOBIN"] {
-        if let Some(d) = std::env::var_os(var) {
-            candidates.push(PathBuf::from(d).join("helm"));
-        }
+    if let Some(d) = std::env::var_os("GOBIN") {
+        candidates.push(PathBuf::from(d).join("helm"));
     }
     if let Some(gopath) = std::env::var_os("GOPATH") {
         for d in std::env::split_paths(&gopath) {

@@ -67,12 +67,7 @@ private_key_provider:
     private_key: { filename: {{ $key }} }
     poll_delay: {{ $p.cryptomb.pollDelay }}
 {{- else if eq $p.name "batching" }}
-{{- if not (has $p.batching.engine (list "auto" "crypto_mb" "software")) }}
-{{- fail (printf "privateKeyProvider.batching.engine must be auto, crypto_mb or software (got %q)" $p.batching.engine) }}
-{{- end }}
-{{- if not (has $p.batching.batching (list "adaptive" "timer")) }}
-{{- fail (printf "privateKeyProvider.batching.batching must be adaptive or timer (got %q)" $p.batching.batching) }}
-{{- end }}
+{{- /* engine and batching are checked by quickshake itself (--mode validate), which knows its engines. */}}
 private_key_provider:
   provider_name: quickshake.batching
   fallback: {{ $p.batching.fallback }}
