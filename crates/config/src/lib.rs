@@ -31,7 +31,7 @@ use std::path::Path;
 pub use duration::parse_duration;
 pub use error::ConfigError;
 pub use model::*;
-pub use source::read_data_source;
+pub use source::{key_file_permission_warning, read_data_source};
 
 /// Load a configuration file: JSON when the extension is `.json`, YAML otherwise (JSON is also
 /// valid YAML, so a JSON document in a `.yaml` file works too).

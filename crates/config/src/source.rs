@@ -224,3 +224,19 @@ mod tests {
         assert!(e.to_string().starts_with("t: invalid YAML"), "{e}");
     }
 }
+
+/// A warning when a private key file is readable by group or others (following symlinks, as
+/// Kubernetes mounts Secrets through `..data` links). `None` for inline keys and private files.
+pub fn key_file_permission_warning(ds: &DataSource) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let DataSource::Filename(path) = ds else {
+        return None;
+    };
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then(|| {
+        format!(
+            "private key file {} is readable by group or others (mode {mode:04o}); use 0400 or 0600",
+            path.display()
+        )
+    })
+}

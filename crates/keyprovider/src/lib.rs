@@ -271,6 +271,9 @@ fn load_provider_key(
         _ => "<inline>".to_string(),
     };
     let pem = read_data_source(ds, &field)?;
+    if let Some(warning) = quickshake_config::key_file_permission_warning(ds) {
+        tracing::warn!(field = %field, "{warning}");
+    }
     let key = ProviderKey::from_pem(&pem, &field, &file)?;
     if !key.pkey.public_eq(public) {
         return Err(ProviderError::Key {

@@ -516,10 +516,49 @@ fn qat_values_request_qat_crypto_instances() {
     }
 }
 
-/// The rendered bootstrap made runnable here: certificate paths to `testdata/certs` (rsa2048),
-/// the listener and admin ports to the given ones. Fails on any other absolute file path.
-fn localize(cfg: &Value, listener: u16, admin: u16) -> Value {
-    fn walk(v: &mut Value, listener: u16, admin: u16, in_admin: bool) {
+/// A Secret volume as the kubelet lays it out: the files in a timestamped directory, `..data` a
+/// symlink to it, and `tls.crt`/`tls.key` symlinks through `..data`; files mode 0400.
+fn secret_volume(dir: &Path, cert: &str) {
+    std::fs::create_dir_all(dir).expect("secret dir");
+    for name in ["tls.crt", "tls.key"] {
+        let link = dir.join(name);
+        if std::fs::symlink_metadata(&link).is_err() {
+            std::os::unix::fs::symlink(format!("..data/{name}"), &link).expect("symlink");
+        }
+    }
+    update_secret_volume(dir, cert, "..2026_01_01_00_00_00.000000001");
+}
+
+/// The kubelet's atomic update: a new timestamped directory, then `..data` renamed over.
+fn update_secret_volume(dir: &Path, cert: &str, stamp: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let data = dir.join(stamp);
+    std::fs::create_dir_all(&data).expect("data dir");
+    for (name, src) in [
+        ("tls.crt", format!("{cert}.cert.pem")),
+        ("tls.key", format!("{cert}.key.pem")),
+    ] {
+        let to = data.join(name);
+        std::fs::copy(support::certs_dir().join(src), &to).expect("copy");
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o400)).expect("chmod");
+    }
+    let tmp = dir.join("..data_tmp");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(stamp, &tmp).expect("symlink ..data_tmp");
+    std::fs::rename(&tmp, dir.join("..data")).expect("swap ..data");
+}
+
+/// The rendered bootstrap made runnable here: the certificate mount moved to `certs` (a
+/// `secret_volume`), the listener and admin ports to the given ones. Fails on a file outside the
+/// mount.
+fn localize(cfg: &Value, certs: &Path, listener: u16, admin: u16) -> Value {
+    fn moved(path: &str, certs: &Path) -> Value {
+        let rest = path
+            .strip_prefix(CERT_MOUNT)
+            .unwrap_or_else(|| panic!("unexpected file in the config: {path}"));
+        Value::String(format!("{}{rest}", certs.display()))
+    }
+    fn walk(v: &mut Value, certs: &Path, listener: u16, admin: u16, in_admin: bool) {
         match v {
             Value::Mapping(m) => {
                 for (k, val) in m.iter_mut() {
@@ -528,31 +567,25 @@ fn localize(cfg: &Value, listener: u16, admin: u16) -> Value {
                         let port = if in_admin { admin } else { listener };
                         *val = Value::Number(port.into());
                     } else if key == "filename" {
-                        let path = val.as_str().expect("filename is a string").to_string();
-                        let file = path
-                            .strip_prefix(&format!("{CERT_MOUNT}/"))
-                            .unwrap_or_else(|| panic!("unexpected file in the config: {path}"));
-                        let local = match file {
-                            "tls.crt" => "rsa2048.cert.pem",
-                            "tls.key" => "rsa2048.key.pem",
-                            other => panic!("unexpected certificate file {other}"),
-                        };
-                        *val = Value::String(support::cert(local));
+                        *val = moved(val.as_str().expect("filename is a string"), certs);
+                    } else if key == "watched_directory" {
+                        let p = val["path"].as_str().expect("watched_directory.path");
+                        val["path"] = moved(p, certs);
                     } else {
-                        walk(val, listener, admin, in_admin || key == "admin");
+                        walk(val, certs, listener, admin, in_admin || key == "admin");
                     }
                 }
             }
             Value::Sequence(s) => {
                 for x in s {
-                    walk(x, listener, admin, in_admin);
+                    walk(x, certs, listener, admin, in_admin);
                 }
             }
             _ => {}
         }
     }
     let mut out = cfg.clone();
-    walk(&mut out, listener, admin, false);
+    walk(&mut out, certs, listener, admin, false);
     out
 }
 
@@ -578,8 +611,10 @@ fn rendered_configs_pass_quickshake_validate() {
         let (_, cfg) = bootstrap(&docs, name);
         assert_eq!(provider_name(&cfg).as_deref(), provider, "{name}: provider");
         let dir = tempfile::tempdir().expect("tempdir");
+        let certs = dir.path().join("certs");
+        secret_volume(&certs, "rsa2048");
         let path = dir.path().join("config.yaml");
-        let local = localize(&cfg, support::free_port(), support::free_port());
+        let local = localize(&cfg, &certs, support::free_port(), support::free_port());
         std::fs::write(&path, serde_yaml::to_string(&local).expect("yaml")).expect("write");
         let out = Command::new(support::binary())
             .args(["--mode", "validate", "-c"])
@@ -610,20 +645,39 @@ fn rendered_configs_pass_quickshake_validate() {
     }
 }
 
+fn curl_status(args: &[&str]) -> String {
+    let mut all = vec!["-o", "/dev/null", "-w", "%{http_code}"];
+    all.extend_from_slice(args);
+    String::from_utf8_lossy(&support::curl(&all).stdout).to_string()
+}
+
 #[test]
-fn default_config_serves_https_and_exports_provider_stats() {
+fn default_config_serves_https_rotates_the_secret_and_exports_provider_stats() {
     let Some(helm) = helm() else { return };
     let docs = render(&helm, "default");
     let (_, cfg) = bootstrap(&docs, "default");
+    assert!(
+        !cfg["static_resources"]["listeners"][0]["filter_chains"][0]["transport_socket"]
+            ["typed_config"]["common_tls_context"]["tls_certificates"][0]["watched_directory"]
+            .is_null(),
+        "the default config watches the Secret mount"
+    );
+    let secret = tempfile::tempdir().expect("tempdir");
+    let certs = secret.path().join("certs");
+    secret_volume(&certs, "rsa2048");
     // Sentinel ports, swapped for the harness's `{{PORT}}`/`{{ADMIN}}` placeholders.
-    let local = serde_yaml::to_string(&localize(&cfg, 61111, 62222)).expect("yaml");
+    let local = serde_yaml::to_string(&localize(&cfg, &certs, 61111, 62222)).expect("yaml");
     let template = local
         .replace("61111", "{{PORT}}")
         .replace("62222", "{{ADMIN}}");
     let c = container(&docs, "default");
     let a = args(&c);
     let concurrency = arg_after(&a, "--concurrency").expect("--concurrency");
-    let gw = support::Gateway::start(&template, &["--concurrency", &concurrency]);
+    let gw = support::Gateway::start_with_env(
+        &template,
+        &["--concurrency", &concurrency],
+        &[("QUICKSHAKE_RELOAD_INTERVAL_MS", "100")],
+    );
     let out = support::curl(&["--cacert", &support::cert("rsa2048.cert.pem"), &gw.url("/")]);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("hello from quickshake"),
@@ -646,6 +700,30 @@ fn default_config_serves_https_and_exports_provider_stats() {
     assert!(
         prom.contains(&format!("envoy_server_concurrency{{}} {concurrency}")),
         "workers = --concurrency:\n{prom}"
+    );
+
+    // The kubelet updates the Secret: the new certificate is served without a restart.
+    update_secret_volume(&certs, "other", "..2026_01_02_00_00_00.000000002");
+    let other = format!("other.test:{}:127.0.0.1", gw.port);
+    let url = format!("https://other.test:{}/", gw.port);
+    let other_ca = support::cert("other.cert.pem");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let status = curl_status(&["--resolve", &other, "--cacert", &other_ca, &url]);
+        if status == "200" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rotated certificate was not served within 10 s (last status {status}):\n{}",
+            gw.log_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_ne!(
+        curl_status(&["--cacert", &support::cert("rsa2048.cert.pem"), &gw.url("/")]),
+        "200",
+        "the old certificate is no longer served"
     );
 }
 

@@ -106,6 +106,11 @@ static_resources:
             tls_certificates:
             - certificate_chain: { filename: {{ printf "%s/%s" .Values.tls.mountPath .Values.tls.certFile }} }
               {{- include "quickshake.privateKey" . | trim | nindent 14 }}
+              {{- if .Values.tls.watch }}
+              # Kubernetes updates a Secret volume by swapping its ..data symlink: watching the
+              # directory reloads the certificate and key without a restart.
+              watched_directory: { path: {{ .Values.tls.mountPath }} }
+              {{- end }}
       filters:
       - name: envoy.filters.network.http_connection_manager
         typed_config:
