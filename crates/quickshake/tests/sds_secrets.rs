@@ -106,3 +106,33 @@ fn missing_secret_name_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_changed_secret_file_is_picked_up() {
+    let text = std::fs::read_to_string(testdata("configs/seed-003-secret-cryptomb.yaml"))
+        .expect("fixture");
+    let dir = tempfile::tempdir().expect("tempdir").keep();
+    let secret = dir.join("secret.yaml");
+    std::fs::write(&secret, render(&text, 0, 0, 0, &dir)).expect("write secret");
+    let gw = Gateway::start_with_env(
+        &listener_with_sds(&secret.display().to_string()),
+        &["--concurrency", "1"],
+        &[("QUICKSHAKE_RELOAD_INTERVAL_MS", "100")],
+    );
+    let before = support::tls_client::peer_serial(gw.port).expect("serial");
+    // Rotate: write the new secret to a temporary file and rename it over (atomic, as a
+    // controller would), now naming the `other` certificate and key.
+    let rotated = render(&text.replace("rsa2048.", "other."), 0, 0, 0, &dir);
+    let tmp = dir.join("secret.yaml.tmp");
+    std::fs::write(&tmp, rotated).expect("write");
+    std::fs::rename(&tmp, &secret).expect("rename");
+    let scope = gw.scope("127.0.0.1");
+    support::eventually("SDS reload", || {
+        gw.counter(&format!(
+            "{scope}server_ssl_socket_factory.ssl_context_update_by_sds"
+        )) >= 1
+    });
+    let after = support::tls_client::peer_serial(gw.port).expect("serial");
+    assert_ne!(before, after, "new handshakes use the rotated secret");
+    let _ = std::fs::remove_dir_all(dir);
+}
