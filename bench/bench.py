@@ -38,12 +38,20 @@ SERVERS = {
     "quickshake-cryptomb-1ms": ("quickshake", "cryptomb-1ms"),
     "quickshake-cryptomb-10ms": ("quickshake", "cryptomb-10ms"),
     "quickshake-adaptive": ("quickshake", "adaptive"),
+    "quickshake-engine-software": ("quickshake", "engine-software"),
+    "quickshake-engine-avx2": ("quickshake", "engine-avx2"),
+    "quickshake-engine-ifma": ("quickshake", "engine-ifma"),
+    "quickshake-engine-crypto_mb": ("quickshake", "engine-crypto_mb"),
     "envoy": ("envoy", None),
     "nginx": ("nginx", None),
     "haproxy": ("haproxy", None),
     "floor": ("floor", None),
 }
 GATEWAY = ["quickshake-inline", "envoy", "nginx", "haproxy", "floor"]
+# quickshake.batching (adaptive) with each engine, at 64 clients; an engine this CPU lacks fails
+# to start (its name is explicit, fallback off) and is reported as not available.
+ENGINES = ["quickshake-engine-software", "quickshake-engine-avx2", "quickshake-engine-ifma",
+           "quickshake-engine-crypto_mb"]
 PROVIDERS = ["quickshake-inline", "quickshake-cryptomb-1ms", "quickshake-cryptomb-10ms",
              "quickshake-adaptive", "envoy", "nginx"]
 
@@ -57,7 +65,7 @@ PROFILES = {
         keepalive_servers=["quickshake-inline", "envoy"], keepalive_reps=1,
         open_servers=["quickshake-inline", "quickshake-adaptive", "envoy"],
         open_fractions=[0.3, 0.7, 1.05],
-        fortio=True,
+        fortio=True, engines=False,
     ),
     "default": dict(
         duration=5, warmup=1,
@@ -69,7 +77,7 @@ PROFILES = {
         open_servers=["quickshake-inline", "quickshake-cryptomb-10ms", "quickshake-adaptive",
                       "envoy", "nginx"],
         open_fractions=[0.25, 0.5, 0.8, 1.05],
-        fortio=True,
+        fortio=True, engines=True,
     ),
     "full": dict(
         duration=10, warmup=2,
@@ -82,7 +90,7 @@ PROFILES = {
                            "haproxy"], keepalive_reps=3,
         open_servers=list(PROVIDERS) + ["haproxy", "floor"],
         open_fractions=[0.1, 0.25, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1],
-        fortio=True,
+        fortio=True, engines=True,
     ),
 }
 
@@ -215,10 +223,11 @@ class Server:
                      '    "@type": type.googleapis.com/envoy.extensions.private_key_providers.cryptomb.v3alpha.CryptoMbPrivateKeyMethodConfig',
                      f"    poll_delay: {delay}", f"    private_key: {{ filename: {self.key} }}"]
         else:
+            engine = self.provider[len("engine-"):] if self.provider.startswith("engine-") else "auto"
             lines = ["private_key_provider:", "  provider_name: quickshake.batching",
                      "  typed_config:",
                      '    "@type": type.googleapis.com/quickshake.private_key_providers.v1.BatchingConfig',
-                     f"    private_key: {{ filename: {self.key} }}", "    engine: auto",
+                     f"    private_key: {{ filename: {self.key} }}", f"    engine: {engine}",
                      "    batching: adaptive"]
         return "\n".join(ind + line for line in lines)
 
@@ -582,6 +591,10 @@ def main():
                             point(name, tls, c, "providers", reps=rep)
             if cert != "rsa2048":
                 continue
+            # Engines: quickshake.batching adaptive with each engine, 64 clients, TLS 1.3.
+            if prof.get("engines"):
+                for name in ENGINES:
+                    point(name, "1.3", 64, "engines")
             # Keep-alive HTTPS: one handshake per connection, then requests.
             for rep in range(1, prof["keepalive_reps"] + 1):
                 for name in prof["keepalive_servers"]:

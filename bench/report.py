@@ -19,6 +19,10 @@ LABEL = {
     "nginx": "nginx",
     "haproxy": "HAProxy",
     "floor": "floor (bare tokio-boring loop)",
+    "quickshake-engine-software": "quickshake.batching, engine software",
+    "quickshake-engine-avx2": "quickshake.batching, engine avx2",
+    "quickshake-engine-ifma": "quickshake.batching, engine ifma",
+    "quickshake-engine-crypto_mb": "quickshake.batching, engine crypto_mb",
 }
 CERT = {"rsa2048": "RSA-2048", "ecdsa-p256": "ECDSA P-256"}
 BACKGROUND_LIMIT = 0.05  # CPU 0 busy share with nothing of ours running
@@ -458,6 +462,42 @@ def versions_section(R, out):
     out.append("```\n")
 
 
+def engines_section(R, out, results_path):
+    cpu = R.cpu_key
+    out.append("## Engines\n")
+    out.append("Full RSA-2048 handshakes (TLS 1.3, 64 clients) through `quickshake.batching` "
+               "(adaptive) with each engine, next to the inline key and Envoy from the gateway "
+               "section of the same run. Ranked by server CPU per handshake.\n")
+    rows = []
+    for server in ["quickshake-engine-software", "quickshake-engine-avx2", "quickshake-engine-ifma",
+                   "quickshake-engine-crypto_mb", "quickshake-inline", "envoy"]:
+        pts = closed_points(R, server, "rsa2048", "1.3", 64)
+        if pts:
+            rows.append((server, R.agg(pts)))
+    missing = [r["server"] for r in R.points if r.get("section") == "start" and r["server"].startswith("quickshake-engine")]
+    rows.sort(key=lambda x: (x[1][cpu] is None, x[1][cpu] or 0))
+    envoy = dict(rows).get("envoy")
+    out.append("| rank | server | server CPU µs/handshake | handshakes/s | vs Envoy (CPU/hs) | handshake p50 / p99 ms |")
+    out.append("|---|---|---:|---:|---:|---:|")
+    for i, (server, a) in enumerate(rows, 1):
+        ratio = f"{envoy[cpu] / a[cpu]:.2f}x" if envoy and envoy[cpu] and a[cpu] else "–"
+        out.append(f"| {i} | {LABEL[server]} | **{fmt(a[cpu])}** | {fmt(a['handshakes_per_sec'])} | {ratio} "
+                   f"| {fmt(a['hs_p50_ms'], 1)} / {fmt(a['hs_p99_ms'], 1)} |")
+    if missing:
+        out.append("\nNot available on this CPU: " + ", ".join(LABEL.get(m, m) for m in sorted(set(missing))) + ".")
+    engine_txt = os.path.join(os.path.dirname(results_path), "engine.txt")
+    if os.path.exists(engine_txt):
+        out.append("\n### Engine micro-benchmark (`bench/engine`)\n")
+        out.append("One core, all engines in one run: ns per 1024-bit Montgomery multiplication per lane, "
+                   "RSA-2048 private operations per second for batches of 8 next to BoringSSL one at a time, "
+                   "the measured small-batch crossover, and each backend's ratio over BoringSSL.\n")
+        out.append("```")
+        with open(engine_txt) as f:
+            out.append(f.read().rstrip())
+        out.append("```\n")
+    out.append("")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("results")
@@ -483,11 +523,7 @@ def main():
     method_section(R, out)
     gateway_section(R, out, a.img)
     providers_section(R, out, a.img)
-    out.append("## Engines\n")
-    out.append("_Placeholder._ Per-engine figures (quickshake.batching with `engine: portable | avx2 | "
-               "ifma | crypto_mb`, RSA-2048/3072/4096) belong here once the engine selector is "
-               "exposed for benchmarking; the micro-benchmark figures are in `bench/engine-notes.md`. "
-               "The tables above use `engine: auto`.\n")
+    engines_section(R, out, a.results)
     open_section(R, out, a.img)
     fortio_section(R, out)
     versions_section(R, out)
