@@ -41,7 +41,8 @@ fn skip_audits() -> bool {
 }
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
 }
 
 fn on_path(name: &str) -> Option<PathBuf> {
@@ -416,7 +417,7 @@ const TESTSSL_PROTOCOLS: [(&str, &str); 4] = [
     ("TLS1_1", "TLS 1.1"),
 ];
 
-const TESTSSL_CATEGORIES: [(&str, &'static str); 6] = [
+const TESTSSL_CATEGORIES: [(&str, &str); 6] = [
     ("cipherlist_NULL", "NULL encryption"),
     ("cipherlist_aNULL", "anonymous key exchange"),
     ("cipherlist_EXPORT", "EXPORT grade"),
@@ -428,6 +429,7 @@ const TESTSSL_CATEGORIES: [(&str, &'static str); 6] = [
 /// Findings and accepted suites from a testssl.sh `--jsonfile` (flat) document.
 fn testssl_findings(json: &Value) -> (BTreeSet<Finding>, Vec<String>) {
     let entries = json.as_array().expect("testssl.sh JSON is an array");
+    let has = |id: &str| entries.iter().any(|e| e["id"] == id);
     let entry = |id: &str| -> (&str, &str) {
         let e = entries
             .iter()
@@ -501,7 +503,8 @@ fn testssl_findings(json: &Value) -> (BTreeSet<Finding>, Vec<String>) {
         !accepted.is_empty(),
         "testssl.sh --each-cipher found no suite at all: {json}"
     );
-    let (_, fs) = entry("FS").clone_or(entry, "PFS");
+    // testssl.sh 3.0 calls it "PFS", 3.1 and later "FS".
+    let (_, fs) = entry(if has("FS") { "FS" } else { "PFS" });
     if !fs.starts_with("offered") {
         findings.insert(Finding::NoForwardSecrecy(format!("testssl.sh: {fs}")));
     }
@@ -519,4 +522,164 @@ fn testssl_findings(json: &Value) -> (BTreeSet<Finding>, Vec<String>) {
         findings.insert(Finding::Compression);
     }
     (findings, accepted)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tests
+
+fn default_gateway() -> Gateway {
+    Gateway::start(
+        &direct_response_config(&plain_cert("rsa2048"), "", ""),
+        &["--concurrency", "2"],
+    )
+}
+
+fn weak_gateway() -> Gateway {
+    Gateway::start(
+        &direct_response_config(&plain_cert("rsa2048"), WEAK_TLS_PARAMS, ""),
+        &["--concurrency", "2"],
+    )
+}
+
+fn assert_clean(audit: &Audit) {
+    eprintln!("{}", audit.describe());
+    assert!(
+        audit.findings.is_empty(),
+        "the default configuration fails the {} audit:\n{}",
+        audit.tool,
+        audit.describe()
+    );
+}
+
+/// The findings the weak configuration must produce, whichever tool looks: TLS 1.0 and 1.1,
+/// both CBC-SHA1 suites weak, and AES128-SHA (RSA key exchange) without forward secrecy.
+fn assert_weak_flagged(audit: &Audit) {
+    eprintln!("{}", audit.describe());
+    let f = &audit.findings;
+    let mut missing = Vec::new();
+    let mut expect = |ok: bool, what: &str| {
+        if !ok {
+            missing.push(what.to_string());
+        }
+    };
+    expect(
+        f.contains(&Finding::Protocol("TLS 1.0".into())),
+        "TLS 1.0 accepted",
+    );
+    expect(
+        f.contains(&Finding::Protocol("TLS 1.1".into())),
+        "TLS 1.1 accepted",
+    );
+    for suite in [
+        "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+        "TLS_RSA_WITH_AES_128_CBC_SHA",
+    ] {
+        expect(
+            f.contains(&Finding::WeakCipher {
+                cipher: suite.into(),
+                why: "CBC MAC-then-encrypt",
+            }),
+            &format!("{suite} weak (CBC)"),
+        );
+    }
+    expect(
+        f.contains(&Finding::NoForwardSecrecy(
+            "TLS_RSA_WITH_AES_128_CBC_SHA".into(),
+        )),
+        "TLS_RSA_WITH_AES_128_CBC_SHA without forward secrecy",
+    );
+    expect(
+        !f.contains(&Finding::NoForwardSecrecy(
+            "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA".into(),
+        )),
+        "no forward-secrecy finding for the ECDHE suite",
+    );
+    // Nothing the weak configuration does not have: no SSL, no renegotiation or compression
+    // finding, no other vulnerability.
+    for other in f {
+        let expected = match other {
+            Finding::Protocol(p) => p == "TLS 1.0" || p == "TLS 1.1",
+            Finding::WeakCipher { why, .. } => *why == "CBC MAC-then-encrypt",
+            Finding::NoForwardSecrecy(c) => c == "TLS_RSA_WITH_AES_128_CBC_SHA",
+            _ => false,
+        };
+        expect(expected, &format!("no unexpected finding ({other})"));
+    }
+    assert!(
+        missing.is_empty(),
+        "{} misjudges the weak configuration; wanted: {}\n{}",
+        audit.tool,
+        missing.join("; "),
+        audit.describe()
+    );
+}
+
+#[test]
+fn sslyze_default_config_has_no_findings() {
+    if skip_audits() {
+        return;
+    }
+    let gw = default_gateway();
+    assert_clean(&sslyze_audit(gw.port, "default"));
+}
+
+#[test]
+fn testssl_default_config_has_no_findings() {
+    if skip_audits() {
+        return;
+    }
+    let gw = default_gateway();
+    assert_clean(&testssl_audit(gw.port, "default"));
+}
+
+/// Positive control: the same harness functions flag a deliberately weak listener.
+#[test]
+fn sslyze_flags_the_weak_config() {
+    if skip_audits() {
+        return;
+    }
+    let gw = weak_gateway();
+    assert_weak_flagged(&sslyze_audit(gw.port, "weak"));
+}
+
+#[test]
+fn testssl_flags_the_weak_config() {
+    if skip_audits() {
+        return;
+    }
+    let gw = weak_gateway();
+    assert_weak_flagged(&testssl_audit(gw.port, "weak"));
+}
+
+/// The classification the two tools share.
+#[test]
+fn suite_classification() {
+    for weak in [
+        "TLS_RSA_WITH_RC4_128_SHA",
+        "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+        "TLS_RSA_WITH_NULL_SHA256",
+        "TLS_DH_anon_WITH_AES_128_GCM_SHA256",
+        "TLS_RSA_EXPORT_WITH_RC4_40_MD5",
+        "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+        "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA384",
+    ] {
+        assert!(weakness(weak).is_some(), "{weak}");
+    }
+    for strong in [
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+        "TLS_AES_256_GCM_SHA384",
+        "TLS_CHACHA20_POLY1305_SHA256",
+    ] {
+        assert!(weakness(strong).is_none(), "{strong}");
+        assert!(forward_secret(strong), "{strong}");
+    }
+    for no_fs in [
+        "TLS_RSA_WITH_AES_128_GCM_SHA256",
+        "TLS_ECDH_ECDSA_WITH_AES_128_GCM_SHA256",
+        "TLS_DH_RSA_WITH_AES_128_GCM_SHA256",
+    ] {
+        assert!(!forward_secret(no_fs), "{no_fs}");
+    }
+    assert!(forward_secret("TLS_DHE_RSA_WITH_AES_128_GCM_SHA256"));
 }
