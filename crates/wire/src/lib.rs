@@ -7,3 +7,4 @@
 #![forbid(unsafe_code)]
 
 pub mod client_hello;
+pub mod proxy_protocol;
