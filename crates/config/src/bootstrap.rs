@@ -6,10 +6,11 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use serde_json::Value;
 
+use crate::cluster::{clusters, ClusterNames};
 use crate::duration::duration;
 use crate::error::ConfigError;
 use crate::listener::listener;
-use crate::model::{Admin, Bootstrap, Listener, RawConfig};
+use crate::model::{Admin, Bootstrap, Cluster, Listener, RawConfig};
 use crate::walk::{join, Node, Result};
 
 const GDMC_MONITOR: &str = "envoy.resource_monitors.global_downstream_max_connections";
@@ -18,7 +19,7 @@ const GDMC_RUNTIME_KEY: &str = "overload.global_downstream_max_connections";
 
 /// Build the model from the JSON form of the whole configuration.
 pub(crate) fn bootstrap(raw: Value) -> Result<Bootstrap> {
-    let (listeners, admin, limit) = {
+    let (listeners, clusters, admin, limit) = {
         let root = Node::new(&raw, "");
         if root.v.is_null() {
             return Err(root.err("the configuration is empty"));
@@ -86,9 +87,9 @@ pub(crate) fn bootstrap(raw: Value) -> Result<Bootstrap> {
             node.opt_str("id")?;
             node.opt_str("cluster")?;
         }
-        let listeners = match o.get("static_resources") {
+        let (listeners, clusters) = match o.get("static_resources") {
             Some(sr) => static_resources(&sr)?,
-            None => Vec::new(),
+            None => (Vec::new(), Vec::new()),
         };
         let admin = o.get("admin").map(|a| admin(&a)).transpose()?.flatten();
         let from_overload = o
@@ -115,26 +116,28 @@ pub(crate) fn bootstrap(raw: Value) -> Result<Bootstrap> {
             (None, r) => r.map(|(b, _)| b),
         };
         check_addresses(&listeners, admin.as_ref())?;
-        (listeners, admin, limit)
+        (listeners, clusters, admin, limit)
     };
     Ok(Bootstrap {
         listeners,
+        clusters,
         admin,
         global_downstream_max_connections: limit,
         raw: RawConfig(raw),
     })
 }
 
-fn static_resources(node: &Node<'_>) -> Result<Vec<Listener>> {
+/// Listeners and clusters. Clusters are read first: routes and tcp proxies name them.
+fn static_resources(node: &Node<'_>) -> Result<(Vec<Listener>, Vec<Cluster>)> {
     let o = node.obj_with(&["listeners", "clusters"], &["secrets"])?;
-    if let Some(c) = o.get("clusters") {
-        if !c.items().is_empty() {
-            return Err(c.unsupported(Some("proxying to clusters comes later")));
-        }
-    }
+    let clusters = match o.get("clusters") {
+        Some(c) => clusters(&c)?,
+        None => Vec::new(),
+    };
+    let names: ClusterNames = clusters.iter().map(|c| c.name.clone()).collect();
     let mut listeners = Vec::new();
     for (i, l) in o.items("listeners").iter().enumerate() {
-        listeners.push(listener(l, i)?);
+        listeners.push(listener(l, i, &names)?);
     }
     let mut names: HashMap<&str, &str> = HashMap::new();
     for l in &listeners {
@@ -145,7 +148,7 @@ fn static_resources(node: &Node<'_>) -> Result<Vec<Listener>> {
             ));
         }
     }
-    Ok(listeners)
+    Ok((listeners, clusters))
 }
 
 fn check_addresses(listeners: &[Listener], admin: Option<&Admin>) -> Result<()> {

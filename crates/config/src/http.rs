@@ -4,10 +4,13 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use std::time::Duration;
+
+use crate::cluster::{cluster_ref, ClusterNames};
 use crate::duration::duration;
 use crate::model::{
-    AccessLog, AccessLogSink, CodecType, HttpConnectionManager, Route, RouteAction, RouteMatch,
-    VirtualHost,
+    AccessLog, AccessLogSink, CodecType, HttpConnectionManager, Redirect, RetryPolicy, Route,
+    RouteAction, RouteMatch, RouteTarget, VirtualHost,
 };
 use crate::walk::{Node, Obj, Result};
 
@@ -20,10 +23,35 @@ const STDOUT_LOG_TYPE: &str =
 const STDERR_LOG_TYPE: &str =
     "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StderrAccessLog";
 const DEFAULT_MAX_REQUEST_HEADERS_KB: u32 = 60;
+/// Envoy's default route timeout.
+const DEFAULT_ROUTE_TIMEOUT: Duration = Duration::from_secs(15);
+/// The `retry_on` conditions for HTTP that Envoy knows.
+const RETRY_ON: &[&str] = &[
+    "5xx",
+    "gateway-error",
+    "reset",
+    "reset-before-request",
+    "connect-failure",
+    "envoy-ratelimited",
+    "retriable-4xx",
+    "refused-stream",
+    "retriable-status-codes",
+    "retriable-headers",
+    "http3-post-connect-failure",
+];
+/// gRPC `retry_on` conditions (not implemented).
+const GRPC_RETRY_ON: &[&str] = &[
+    "cancelled",
+    "deadline-exceeded",
+    "internal",
+    "resource-exhausted",
+    "unavailable",
+];
 
-const NOT_PROXYING: &str = "routes to clusters come with proxying";
-
-pub(crate) fn http_connection_manager(node: &Node<'_>) -> Result<HttpConnectionManager> {
+pub(crate) fn http_connection_manager(
+    node: &Node<'_>,
+    clusters: &ClusterNames,
+) -> Result<HttpConnectionManager> {
     let o = node.typed(
         HCM_TYPE,
         &[
@@ -37,6 +65,8 @@ pub(crate) fn http_connection_manager(node: &Node<'_>) -> Result<HttpConnectionM
             "server_name",
             "use_remote_address",
             "generate_request_id",
+            "upgrade_configs",
+            "xff_num_trusted_hops",
         ],
         &[
             "rds",
@@ -53,7 +83,6 @@ pub(crate) fn http_connection_manager(node: &Node<'_>) -> Result<HttpConnectionM
             "drain_timeout",
             "delayed_close_timeout",
             "access_log_options",
-            "xff_num_trusted_hops",
             "original_ip_detection_extensions",
             "early_header_mutation_extensions",
             "internal_address_config",
@@ -65,7 +94,6 @@ pub(crate) fn http_connection_manager(node: &Node<'_>) -> Result<HttpConnectionM
             "set_current_client_cert_details",
             "proxy_100_continue",
             "represent_ipv4_remote_address_as_ipv4_mapped_ipv6",
-            "upgrade_configs",
             "normalize_path",
             "merge_slashes",
             "path_with_escaped_slashes_action",
@@ -125,9 +153,31 @@ pub(crate) fn http_connection_manager(node: &Node<'_>) -> Result<HttpConnectionM
         access_logs.push(access_log(&a)?);
     }
     let server_name = o.opt_str("server_name")?.map(str::to_owned);
-    o.opt_bool("use_remote_address")?;
-    o.opt_bool("generate_request_id")?;
-    let virtual_hosts = route_config(&o.req("route_config")?)?;
+    let use_remote_address = o.bool_or_false("use_remote_address")?;
+    let generate_request_id = o.opt_bool("generate_request_id")?.unwrap_or(true);
+    let xff_num_trusted_hops = match o.get("xff_num_trusted_hops") {
+        Some(n) => n.as_u64_in(0, u64::from(u32::MAX))? as u32,
+        None => 0,
+    };
+    let mut upgrade_types: Vec<String> = Vec::new();
+    for u in o.items("upgrade_configs") {
+        let uo = u.obj_with(&["upgrade_type", "enabled"], &["filters"])?;
+        let t = uo.req("upgrade_type")?;
+        let ty = t.non_empty_str()?;
+        if ty
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+        {
+            return Err(t.err(format!("invalid upgrade type \"{ty}\"")));
+        }
+        if upgrade_types.iter().any(|x| x.eq_ignore_ascii_case(ty)) {
+            return Err(t.err(format!("duplicate upgrade type \"{ty}\"")));
+        }
+        if uo.opt_bool("enabled")?.unwrap_or(true) {
+            upgrade_types.push(ty.to_owned());
+        }
+    }
+    let virtual_hosts = route_config(&o.req("route_config")?, clusters)?;
     Ok(HttpConnectionManager {
         path: node.path.clone(),
         stat_prefix,
@@ -137,6 +187,10 @@ pub(crate) fn http_connection_manager(node: &Node<'_>) -> Result<HttpConnectionM
         max_request_headers_kb,
         access_logs,
         server_name,
+        upgrade_types,
+        use_remote_address,
+        xff_num_trusted_hops,
+        generate_request_id,
     })
 }
 
@@ -177,7 +231,7 @@ fn http_filter(node: &Node<'_>) -> Result<()> {
     Ok(())
 }
 
-fn route_config(node: &Node<'_>) -> Result<Vec<VirtualHost>> {
+fn route_config(node: &Node<'_>, clusters: &ClusterNames) -> Result<Vec<VirtualHost>> {
     let o = node.obj_with(
         &["name", "virtual_hosts"],
         &[
@@ -203,7 +257,7 @@ fn route_config(node: &Node<'_>) -> Result<Vec<VirtualHost>> {
     // lowercased domain -> path of the virtual host that has it
     let mut domains: HashMap<String, String> = HashMap::new();
     for v in o.items("virtual_hosts") {
-        let host = virtual_host(&v)?;
+        let host = virtual_host(&v, clusters)?;
         let dn = v.path.clone() + ".domains";
         for (i, d) in host.domains.iter().enumerate() {
             if let Some(first) = domains.insert(d.to_ascii_lowercase(), v.path.clone()) {
@@ -218,7 +272,7 @@ fn route_config(node: &Node<'_>) -> Result<Vec<VirtualHost>> {
     Ok(hosts)
 }
 
-fn virtual_host(node: &Node<'_>) -> Result<VirtualHost> {
+fn virtual_host(node: &Node<'_>, clusters: &ClusterNames) -> Result<VirtualHost> {
     let o = node.obj_with(
         &["name", "domains", "routes"],
         &[
@@ -251,7 +305,7 @@ fn virtual_host(node: &Node<'_>) -> Result<VirtualHost> {
     }
     let mut routes = Vec::new();
     for r in o.items("routes") {
-        routes.push(route(&r)?);
+        routes.push(route(&r, clusters)?);
     }
     Ok(VirtualHost {
         name,
@@ -260,7 +314,7 @@ fn virtual_host(node: &Node<'_>) -> Result<VirtualHost> {
     })
 }
 
-fn route(node: &Node<'_>) -> Result<Route> {
+fn route(node: &Node<'_>, clusters: &ClusterNames) -> Result<Route> {
     const ACTIONS: [&str; 3] = ["direct_response", "route", "redirect"];
     let o = node.obj_with(
         &["name", "match", "direct_response", "route", "redirect"],
@@ -283,7 +337,8 @@ fn route(node: &Node<'_>) -> Result<Route> {
     let matcher = route_match(&o.req("match")?)?;
     let action = match o.present(&ACTIONS).as_slice() {
         ["direct_response"] => direct_response(&o.req("direct_response")?)?,
-        [other] => return Err(o.req(other)?.unsupported(Some(NOT_PROXYING))),
+        ["route"] => RouteAction::Route(route_target(&o.req("route")?, clusters)?),
+        ["redirect"] => RouteAction::Redirect(redirect(&o.req("redirect")?)?),
         [] => return Err(node.err("needs one of direct_response, route, redirect")),
         many => {
             return Err(node.err(format!(
@@ -342,6 +397,187 @@ fn direct_response(node: &Node<'_>) -> Result<RouteAction> {
         }
     };
     Ok(RouteAction::DirectResponse { status, body })
+}
+
+/// A route's `route` action.
+fn route_target(node: &Node<'_>, clusters: &ClusterNames) -> Result<RouteTarget> {
+    let o = node.obj_with(
+        &["cluster", "timeout", "prefix_rewrite", "retry_policy"],
+        &[
+            "cluster_header",
+            "weighted_clusters",
+            "cluster_specifier_plugin",
+            "inline_cluster_specifier_plugin",
+            "cluster_not_found_response_code",
+            "metadata_match",
+            "regex_rewrite",
+            "path_rewrite_policy",
+            "host_rewrite_literal",
+            "host_rewrite_header",
+            "auto_host_rewrite",
+            "host_rewrite_path_regex",
+            "append_x_forwarded_host",
+            "idle_timeout",
+            "early_data_policy",
+            "retry_policy_typed_config",
+            "request_mirror_policies",
+            "priority",
+            "rate_limits",
+            "include_vh_rate_limits",
+            "hash_policy",
+            "cors",
+            "max_grpc_timeout",
+            "grpc_timeout_offset",
+            "upgrade_configs",
+            "internal_redirect_policy",
+            "internal_redirect_action",
+            "max_internal_redirects",
+            "hedge_policy",
+            "max_stream_duration",
+        ],
+    )?;
+    let cluster = cluster_ref(&o.req("cluster")?, clusters)?;
+    let timeout = match o.get("timeout") {
+        Some(t) => Some(duration(&t)?).filter(|d| !d.is_zero()),
+        None => Some(DEFAULT_ROUTE_TIMEOUT),
+    };
+    let prefix_rewrite = o.opt_str("prefix_rewrite")?.map(str::to_owned);
+    let retry_policy = o
+        .get("retry_policy")
+        .map(|r| retry_policy(&r))
+        .transpose()?;
+    Ok(RouteTarget {
+        cluster,
+        timeout,
+        prefix_rewrite,
+        retry_policy,
+    })
+}
+
+fn retry_policy(node: &Node<'_>) -> Result<RetryPolicy> {
+    let o = node.obj_with(
+        &[
+            "retry_on",
+            "num_retries",
+            "per_try_timeout",
+            "retriable_status_codes",
+        ],
+        &[
+            "per_try_idle_timeout",
+            "retry_priority",
+            "retry_host_predicate",
+            "retry_options_predicates",
+            "host_selection_retry_max_attempts",
+            "retry_back_off",
+            "rate_limited_retry_back_off",
+            "retriable_headers",
+            "retriable_request_headers",
+        ],
+    )?;
+    let mut retry_on = Vec::new();
+    if let Some(r) = o.get("retry_on") {
+        for cond in r.as_str()?.split(',').map(str::trim) {
+            if cond.is_empty() {
+                continue;
+            }
+            if GRPC_RETRY_ON.contains(&cond) {
+                return Err(r.unsupported(Some("gRPC retry conditions")));
+            }
+            if !RETRY_ON.contains(&cond) {
+                return Err(r.err(format!(
+                    "unknown retry condition \"{cond}\" (known: {})",
+                    RETRY_ON.join(", ")
+                )));
+            }
+            if !retry_on.iter().any(|c| c == cond) {
+                retry_on.push(cond.to_owned());
+            }
+        }
+    }
+    let num_retries = match o.get("num_retries") {
+        Some(n) => n.as_u64_in(0, u64::from(u32::MAX))? as u32,
+        None => 1,
+    };
+    let per_try_timeout = o
+        .get("per_try_timeout")
+        .map(|d| duration(&d))
+        .transpose()?
+        .filter(|d| !d.is_zero());
+    let mut retriable_status_codes = Vec::new();
+    for c in o.items("retriable_status_codes") {
+        retriable_status_codes.push(c.as_u64_in(100, 599)? as u16);
+    }
+    Ok(RetryPolicy {
+        retry_on,
+        num_retries,
+        per_try_timeout,
+        retriable_status_codes,
+    })
+}
+
+fn redirect(node: &Node<'_>) -> Result<Redirect> {
+    let o = node.obj_with(
+        &[
+            "https_redirect",
+            "host_redirect",
+            "path_redirect",
+            "response_code",
+        ],
+        &[
+            "scheme_redirect",
+            "port_redirect",
+            "prefix_rewrite",
+            "regex_rewrite",
+            "strip_query",
+        ],
+    )?;
+    let header_value = |key: &str| -> Result<Option<String>> {
+        let Some(n) = o.get(key) else { return Ok(None) };
+        let s = n.non_empty_str()?;
+        if s.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+            return Err(n.err(format!("invalid value \"{}\"", s.escape_debug())));
+        }
+        Ok(Some(s.to_owned()))
+    };
+    let host_redirect = header_value("host_redirect")?;
+    let path_redirect = header_value("path_redirect")?;
+    let response_code = match o.get("response_code") {
+        None => 301,
+        Some(c) => {
+            let code = match &c.v {
+                serde_json::Value::String(s) => match s.as_str() {
+                    "MOVED_PERMANENTLY" => Some(301),
+                    "FOUND" => Some(302),
+                    "SEE_OTHER" => Some(303),
+                    "TEMPORARY_REDIRECT" => Some(307),
+                    "PERMANENT_REDIRECT" => Some(308),
+                    _ => None,
+                },
+                // Protobuf JSON also writes enums as their numbers.
+                serde_json::Value::Number(n) => match n.as_u64() {
+                    Some(0) => Some(301),
+                    Some(1) => Some(302),
+                    Some(2) => Some(303),
+                    Some(3) => Some(307),
+                    Some(4) => Some(308),
+                    _ => None,
+                },
+                _ => None,
+            };
+            code.ok_or_else(|| {
+                c.err(
+                    "expected MOVED_PERMANENTLY, FOUND, SEE_OTHER, TEMPORARY_REDIRECT or \
+                     PERMANENT_REDIRECT",
+                )
+            })?
+        }
+    };
+    Ok(Redirect {
+        https_redirect: o.bool_or_false("https_redirect")?,
+        host_redirect,
+        path_redirect,
+        response_code,
+    })
 }
 
 fn access_log(node: &Node<'_>) -> Result<AccessLog> {

@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 mod bootstrap;
+mod cluster;
 mod dump;
 mod duration;
 mod error;

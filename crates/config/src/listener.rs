@@ -2,18 +2,27 @@
 
 use std::collections::HashMap;
 
+use std::time::Duration;
+
 use crate::bootstrap::address;
+use crate::cluster::{cluster_ref, ClusterNames};
 use crate::duration::duration;
 use crate::http::http_connection_manager;
-use crate::model::{DownstreamTls, FilterChain, HttpConnectionManager, Listener};
+use crate::model::{DownstreamTls, FilterChain, Listener, NetworkFilter, TcpProxy};
 use crate::tls::downstream_tls_context;
 use crate::walk::{join, Node, Result};
 
 const TLS_INSPECTOR_TYPE: &str =
     "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector";
+const PROXY_PROTOCOL_TYPE: &str =
+    "type.googleapis.com/envoy.extensions.filters.listener.proxy_protocol.v3.ProxyProtocol";
+const TCP_PROXY_TYPE: &str =
+    "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy";
+/// Envoy's default `TcpProxy.idle_timeout`.
+const DEFAULT_TCP_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
 const TLS_TRANSPORT_SOCKET: &str = "envoy.transport_sockets.tls";
 
-pub(crate) fn listener(node: &Node<'_>, index: usize) -> Result<Listener> {
+pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -> Result<Listener> {
     let o = node.obj_with(
         &[
             "name",
@@ -58,8 +67,14 @@ pub(crate) fn listener(node: &Node<'_>, index: usize) -> Result<Listener> {
         None => format!("listener_{index}"),
     };
     let addr = address(&o.req("address")?)?;
+    let mut proxy_protocol = false;
     for f in o.items("listener_filters") {
-        listener_filter(&f)?;
+        if listener_filter(&f)? == ListenerFilter::ProxyProtocol {
+            if proxy_protocol {
+                return Err(f.err("duplicate proxy_protocol listener filter"));
+            }
+            proxy_protocol = true;
+        }
     }
     let per_connection_buffer_limit_bytes = o
         .get("per_connection_buffer_limit_bytes")
@@ -79,7 +94,7 @@ pub(crate) fn listener(node: &Node<'_>, index: usize) -> Result<Listener> {
     // (server name lowercased or "" for any, transport_protocol) -> chain path
     let mut matches: HashMap<(String, String), String> = HashMap::new();
     for c in chains_node.items() {
-        let (chain, transport_protocol) = filter_chain(&c)?;
+        let (chain, transport_protocol) = filter_chain(&c, clusters)?;
         let keys: Vec<(String, usize)> = if chain.server_names.is_empty() {
             vec![(String::new(), usize::MAX)]
         } else {
@@ -119,10 +134,22 @@ pub(crate) fn listener(node: &Node<'_>, index: usize) -> Result<Listener> {
         path: node.path.clone(),
         filter_chains: chains,
         per_connection_buffer_limit_bytes,
+        proxy_protocol,
     })
 }
 
-fn listener_filter(node: &Node<'_>) -> Result<()> {
+#[derive(PartialEq, Eq)]
+enum ListenerFilter {
+    TlsInspector,
+    ProxyProtocol,
+}
+
+/// `typed_config: {}` is accepted as "no settings", as Envoy's older examples write it.
+fn empty_typed_config(tc: &Node<'_>) -> bool {
+    tc.v.as_object().is_some_and(|m| m.is_empty())
+}
+
+fn listener_filter(node: &Node<'_>) -> Result<ListenerFilter> {
     let o = node.obj_with(
         &["name", "typed_config"],
         &["config_discovery", "filter_disabled"],
@@ -131,8 +158,7 @@ fn listener_filter(node: &Node<'_>) -> Result<()> {
     match name_node.as_str()? {
         "envoy.filters.listener.tls_inspector" | "envoy.listener.tls_inspector" => {
             if let Some(tc) = o.get("typed_config") {
-                let empty = tc.v.as_object().is_some_and(|m| m.is_empty());
-                if !empty {
+                if !empty_typed_config(&tc) {
                     tc.typed(
                         TLS_INSPECTOR_TYPE,
                         &[],
@@ -144,19 +170,35 @@ fn listener_filter(node: &Node<'_>) -> Result<()> {
                     )?;
                 }
             }
-            Ok(())
+            Ok(ListenerFilter::TlsInspector)
         }
         "envoy.filters.listener.proxy_protocol" | "envoy.listener.proxy_protocol" => {
-            Err(name_node.unsupported(None))
+            if let Some(tc) = o.get("typed_config") {
+                if !empty_typed_config(&tc) {
+                    tc.typed(
+                        PROXY_PROTOCOL_TYPE,
+                        &[],
+                        &[
+                            "rules",
+                            "allow_requests_without_proxy_protocol",
+                            "pass_through_tlvs",
+                            "disallowed_versions",
+                            "stat_prefix",
+                        ],
+                    )?;
+                }
+            }
+            Ok(ListenerFilter::ProxyProtocol)
         }
         other => Err(name_node.err(format!(
-            "unknown listener filter \"{other}\" (supported: envoy.filters.listener.tls_inspector)"
+            "unknown listener filter \"{other}\" (supported: \
+             envoy.filters.listener.tls_inspector, envoy.filters.listener.proxy_protocol)"
         ))),
     }
 }
 
 /// A filter chain and its `transport_protocol` match ("" when absent).
-fn filter_chain(node: &Node<'_>) -> Result<(FilterChain, String)> {
+fn filter_chain(node: &Node<'_>, clusters: &ClusterNames) -> Result<(FilterChain, String)> {
     let o = node.obj_with(
         &[
             "name",
@@ -217,14 +259,14 @@ fn filter_chain(node: &Node<'_>) -> Result<(FilterChain, String)> {
         .get("transport_socket_connect_timeout")
         .map(|d| duration(&d))
         .transpose()?;
-    let http = network_filters(&o.req("filters")?)?;
+    let network = network_filters(&o.req("filters")?, clusters)?;
     Ok((
         FilterChain {
             path: node.path.clone(),
             server_names,
             tls,
             transport_socket_connect_timeout,
-            http,
+            network,
         },
         transport_protocol,
     ))
@@ -244,34 +286,81 @@ fn transport_socket(node: &Node<'_>) -> Result<DownstreamTls> {
     downstream_tls_context(&o.req("typed_config")?)
 }
 
-fn network_filters(node: &Node<'_>) -> Result<HttpConnectionManager> {
+fn network_filters(node: &Node<'_>, clusters: &ClusterNames) -> Result<NetworkFilter> {
     let mut found = Vec::new();
     for f in node.items() {
         let o = f.obj_with(&["name", "typed_config"], &["config_discovery"])?;
         let name_node = o.req("name")?;
         match name_node.as_str()? {
             "envoy.filters.network.http_connection_manager" | "envoy.http_connection_manager" => {
-                found.push(http_connection_manager(&o.req("typed_config")?)?);
+                found.push(NetworkFilter::Http(http_connection_manager(
+                    &o.req("typed_config")?,
+                    clusters,
+                )?));
             }
             "envoy.filters.network.tcp_proxy" | "envoy.tcp_proxy" => {
-                return Err(name_node.unsupported(Some("tcp_proxy comes with proxying")));
+                found.push(NetworkFilter::TcpProxy(tcp_proxy(
+                    &o.req("typed_config")?,
+                    clusters,
+                )?));
             }
             other => {
                 return Err(name_node.err(format!(
                     "unknown network filter \"{other}\" (supported: \
-                     envoy.filters.network.http_connection_manager)"
+                     envoy.filters.network.http_connection_manager, \
+                     envoy.filters.network.tcp_proxy)"
                 )))
             }
         }
     }
     if found.len() != 1 {
         return Err(node.err(format!(
-            "exactly one network filter (envoy.filters.network.http_connection_manager) is \
-             required, got {}",
+            "exactly one network filter (envoy.filters.network.http_connection_manager or \
+             envoy.filters.network.tcp_proxy) is required, got {}",
             found.len()
         )));
     }
     found
         .pop()
         .ok_or_else(|| node.err("a network filter is required"))
+}
+
+fn tcp_proxy(node: &Node<'_>, clusters: &ClusterNames) -> Result<TcpProxy> {
+    let o = node.typed(
+        TCP_PROXY_TYPE,
+        &["stat_prefix", "cluster", "idle_timeout"],
+        &[
+            "weighted_clusters",
+            "on_demand",
+            "metadata_match",
+            "downstream_idle_timeout",
+            "upstream_idle_timeout",
+            "access_log",
+            "max_connect_attempts",
+            "backoff_options",
+            "hash_policy",
+            "tunneling_config",
+            "max_downstream_connection_duration",
+            "max_downstream_connection_duration_jitter_percentage",
+            "access_log_flush_interval",
+            "flush_access_log_on_connected",
+            "access_log_options",
+            "proxy_protocol_tlvs",
+            "max_early_data_bytes",
+            "upstream_connect_mode",
+            "network_filters",
+        ],
+    )?;
+    let stat_prefix = o.req("stat_prefix")?.non_empty_str()?.to_owned();
+    let cluster = cluster_ref(&o.req("cluster")?, clusters)?;
+    let idle_timeout = match o.get("idle_timeout") {
+        Some(d) => Some(duration(&d)?).filter(|d| !d.is_zero()),
+        None => Some(DEFAULT_TCP_IDLE_TIMEOUT),
+    };
+    Ok(TcpProxy {
+        path: node.path.clone(),
+        stat_prefix,
+        cluster,
+        idle_timeout,
+    })
 }

@@ -17,12 +17,15 @@ pub struct Bootstrap {
     /// `overload_manager.resource_monitors[]` `envoy.resource_monitors.global_downstream_max_connections`
     /// `max_active_downstream_connections` (also accepted as the runtime key form Envoy documents).
     pub global_downstream_max_connections: Option<u64>,
+    /// `static_resources.clusters[]`, names unique. Every route / tcp_proxy `cluster` names one.
+    pub clusters: Vec<Cluster>,
     /// The configuration as loaded (JSON form), for `config_dump`. Holds secrets; `Debug` hides it.
     pub(crate) raw: RawConfig,
 }
 
 impl Bootstrap {
     /// A bootstrap built in code (tests, tools); its `config_dump` shows an empty bootstrap.
+    /// `clusters` starts empty (the field is public: set it after `new`).
     pub fn new(
         listeners: Vec<Listener>,
         admin: Option<Admin>,
@@ -32,6 +35,7 @@ impl Bootstrap {
             listeners,
             admin,
             global_downstream_max_connections,
+            clusters: Vec::new(),
             raw: RawConfig::default(),
         }
     }
@@ -62,6 +66,9 @@ pub struct Listener {
     pub filter_chains: Vec<FilterChain>,
     /// `per_connection_buffer_limit_bytes` if given.
     pub per_connection_buffer_limit_bytes: Option<u32>,
+    /// `listener_filters[]` has `envoy.filters.listener.proxy_protocol`: every connection starts
+    /// with a PROXY protocol (v1 or v2) header, which gives the client address.
+    pub proxy_protocol: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -74,7 +81,52 @@ pub struct FilterChain {
     pub tls: Option<DownstreamTls>,
     /// `transport_socket_connect_timeout` (handshake timeout). Default applied by the server.
     pub transport_socket_connect_timeout: Option<Duration>,
-    pub http: HttpConnectionManager,
+    /// The chain's one network filter (`filters[0]`).
+    pub network: NetworkFilter,
+}
+
+impl FilterChain {
+    /// The HTTP connection manager, when this chain terminates HTTP.
+    pub fn http(&self) -> Option<&HttpConnectionManager> {
+        self.network.http()
+    }
+}
+
+/// The one network filter of a filter chain.
+#[derive(Debug, Clone)]
+pub enum NetworkFilter {
+    /// `envoy.filters.network.http_connection_manager`.
+    Http(HttpConnectionManager),
+    /// `envoy.filters.network.tcp_proxy`.
+    TcpProxy(TcpProxy),
+}
+
+impl NetworkFilter {
+    pub fn http(&self) -> Option<&HttpConnectionManager> {
+        match self {
+            NetworkFilter::Http(h) => Some(h),
+            NetworkFilter::TcpProxy(_) => None,
+        }
+    }
+
+    pub fn tcp_proxy(&self) -> Option<&TcpProxy> {
+        match self {
+            NetworkFilter::TcpProxy(t) => Some(t),
+            NetworkFilter::Http(_) => None,
+        }
+    }
+}
+
+/// `envoy.filters.network.tcp_proxy` (`...tcp_proxy.v3.TcpProxy`).
+#[derive(Debug, Clone)]
+pub struct TcpProxy {
+    /// `...filters[0].typed_config`
+    pub path: String,
+    pub stat_prefix: String,
+    /// Names a cluster of `Bootstrap::clusters` (checked).
+    pub cluster: String,
+    /// `idle_timeout`: Envoy's default 1h when absent; `"0s"` = no idle timeout (`None`).
+    pub idle_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Clone)]
@@ -202,6 +254,15 @@ pub struct HttpConnectionManager {
     pub access_logs: Vec<AccessLog>,
     /// `server_name` header value (Envoy default "envoy"; ours "quickshake").
     pub server_name: Option<String>,
+    /// `upgrade_configs[].upgrade_type` of the enabled entries, as written (e.g. `websocket`);
+    /// Envoy matches them against the `Upgrade` header case-insensitively.
+    pub upgrade_types: Vec<String>,
+    /// `use_remote_address` (default false).
+    pub use_remote_address: bool,
+    /// `xff_num_trusted_hops` (default 0).
+    pub xff_num_trusted_hops: u32,
+    /// `generate_request_id` (default true).
+    pub generate_request_id: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -226,7 +287,135 @@ pub enum RouteMatch {
 
 #[derive(Debug, Clone)]
 pub enum RouteAction {
-    DirectResponse { status: u16, body: Option<String> },
+    DirectResponse {
+        status: u16,
+        body: Option<String>,
+    },
+    /// `route`: forward to a cluster.
+    Route(RouteTarget),
+    /// `redirect`.
+    Redirect(Redirect),
+}
+
+/// A route's `route` action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteTarget {
+    /// Names a cluster of `Bootstrap::clusters` (checked).
+    pub cluster: String,
+    /// `timeout`: Envoy's default 15s when absent; `"0s"` = no timeout (`None`).
+    pub timeout: Option<Duration>,
+    pub prefix_rewrite: Option<String>,
+    pub retry_policy: Option<RetryPolicy>,
+}
+
+/// A route's `retry_policy`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// `retry_on`, split at commas and trimmed: `5xx`, `gateway-error`, `reset`,
+    /// `reset-before-request`, `connect-failure`, `retriable-4xx`, `refused-stream`,
+    /// `retriable-status-codes`, `envoy-ratelimited`, `http3-post-connect-failure`.
+    pub retry_on: Vec<String>,
+    /// `num_retries` (default 1).
+    pub num_retries: u32,
+    pub per_try_timeout: Option<Duration>,
+    /// `retriable_status_codes` (each 100..=599).
+    pub retriable_status_codes: Vec<u16>,
+}
+
+/// A route's `redirect` action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redirect {
+    pub https_redirect: bool,
+    pub host_redirect: Option<String>,
+    pub path_redirect: Option<String>,
+    /// `response_code`: MOVED_PERMANENTLY 301 (default), FOUND 302, SEE_OTHER 303,
+    /// TEMPORARY_REDIRECT 307, PERMANENT_REDIRECT 308.
+    pub response_code: u16,
+}
+
+/// A `static_resources.clusters[]` entry.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    pub name: String,
+    /// `static_resources.clusters[0]`
+    pub path: String,
+    /// `connect_timeout` (default 5s).
+    pub connect_timeout: Duration,
+    /// `type` (default STATIC).
+    pub discovery: ClusterDiscovery,
+    /// `dns_refresh_rate` (default 5s; meaningful for the DNS types).
+    pub dns_refresh_rate: Duration,
+    /// `lb_policy` (default ROUND_ROBIN).
+    pub lb_policy: LbPolicy,
+    /// At least one; exactly one for LOGICAL_DNS (as Envoy requires).
+    pub endpoints: Vec<Endpoint>,
+    pub circuit_breakers: CircuitBreakers,
+    /// `transport_socket` `envoy.transport_sockets.tls` with an `UpstreamTlsContext`.
+    pub upstream_tls: Option<UpstreamTls>,
+    pub protocol: UpstreamProtocol,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterDiscovery {
+    Static,
+    StrictDns,
+    LogicalDns,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LbPolicy {
+    RoundRobin,
+    LeastRequest,
+}
+
+/// An upstream endpoint: `socket_address` `address` + `port_value`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// STATIC: an IP literal (normalized, no brackets); DNS types: a host name or IP literal.
+    pub host: String,
+    /// 1..=65535.
+    pub port: u16,
+}
+
+/// `circuit_breakers.thresholds[]` with priority DEFAULT; Envoy's defaults otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CircuitBreakers {
+    pub max_connections: u32,
+    pub max_pending_requests: u32,
+    pub max_requests: u32,
+    pub max_retries: u32,
+}
+
+impl Default for CircuitBreakers {
+    fn default() -> Self {
+        CircuitBreakers {
+            max_connections: 1024,
+            max_pending_requests: 1024,
+            max_requests: 1024,
+            max_retries: 3,
+        }
+    }
+}
+
+/// An `UpstreamTlsContext`.
+#[derive(Debug, Clone)]
+pub struct UpstreamTls {
+    /// `sni`.
+    pub sni: Option<String>,
+    /// `common_tls_context.validation_context.trusted_ca`.
+    pub trusted_ca: Option<DataSource>,
+    /// `common_tls_context.alpn_protocols`.
+    pub alpn_protocols: Vec<String>,
+    /// `common_tls_context.tls_certificates[0]` (at most one): the client certificate.
+    pub client_certificate: Option<TlsCertificate>,
+}
+
+/// The protocol spoken to a cluster's endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UpstreamProtocol {
+    #[default]
+    Http1,
+    Http2,
 }
 
 #[derive(Debug, Clone)]

@@ -195,6 +195,22 @@ pub(crate) fn base64_decode(text: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// A warning when a private key file is readable by group or others (following symlinks, as
+/// Kubernetes mounts Secrets through `..data` links). `None` for inline keys and private files.
+pub fn key_file_permission_warning(ds: &DataSource) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let DataSource::Filename(path) = ds else {
+        return None;
+    };
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then(|| {
+        format!(
+            "private key file {} is readable by group or others (mode {mode:04o}); use 0400 or 0600",
+            path.display()
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,20 +239,4 @@ mod tests {
         let e = yaml_text_to_json("a: [\n", "t").unwrap_err();
         assert!(e.to_string().starts_with("t: invalid YAML"), "{e}");
     }
-}
-
-/// A warning when a private key file is readable by group or others (following symlinks, as
-/// Kubernetes mounts Secrets through `..data` links). `None` for inline keys and private files.
-pub fn key_file_permission_warning(ds: &DataSource) -> Option<String> {
-    use std::os::unix::fs::PermissionsExt;
-    let DataSource::Filename(path) = ds else {
-        return None;
-    };
-    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
-    (mode & 0o077 != 0).then(|| {
-        format!(
-            "private key file {} is readable by group or others (mode {mode:04o}); use 0400 or 0600",
-            path.display()
-        )
-    })
 }

@@ -5,13 +5,15 @@ use std::path::PathBuf;
 
 use crate::model::{
     DataSource, DownstreamTls, PrivateKeyProvider, SdsSecretRef, TlsCertificate, TlsParams,
-    TlsVersion,
+    TlsVersion, UpstreamTls,
 };
 use crate::source::data_source;
 use crate::walk::{Node, Obj, Result};
 
 const DOWNSTREAM_TLS_CONTEXT: &str =
     "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext";
+const UPSTREAM_TLS_CONTEXT: &str =
+    "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext";
 /// Envoy requires session ticket keys of exactly 80 bytes.
 const TICKET_KEY_LEN: usize = 80;
 
@@ -298,4 +300,69 @@ fn validation_context(node: &Node<'_>) -> Result<Option<DataSource>> {
         ],
     )?;
     o.get("trusted_ca").map(|t| data_source(&t)).transpose()
+}
+
+/// A cluster's `UpstreamTlsContext`.
+pub(crate) fn upstream_tls_context(node: &Node<'_>) -> Result<UpstreamTls> {
+    let o = node.typed(
+        UPSTREAM_TLS_CONTEXT,
+        &["common_tls_context", "sni"],
+        &[
+            "auto_host_sni",
+            "auto_sni_san_validation",
+            "allow_renegotiation",
+            "max_session_keys",
+            "enforce_rsa_key_usage",
+        ],
+    )?;
+    let sni = match o.get("sni") {
+        Some(s) => {
+            let name = s.non_empty_str()?;
+            if name.len() > 255 || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(s.err(format!("invalid server name \"{name}\"")));
+            }
+            Some(name.to_owned())
+        }
+        None => None,
+    };
+    let mut tls = UpstreamTls {
+        sni,
+        trusted_ca: None,
+        alpn_protocols: Vec::new(),
+        client_certificate: None,
+    };
+    let Some(ctx) = o.get("common_tls_context") else {
+        return Ok(tls);
+    };
+    let co = ctx.obj_with(
+        &["tls_certificates", "alpn_protocols", "validation_context"],
+        &[
+            "tls_params",
+            "tls_certificate_sds_secret_configs",
+            "tls_certificate_provider_instance",
+            "tls_certificate_certificate_provider",
+            "tls_certificate_certificate_provider_instance",
+            "custom_tls_certificate_selector",
+            "validation_context_sds_secret_config",
+            "combined_validation_context",
+            "validation_context_certificate_provider",
+            "validation_context_certificate_provider_instance",
+            "custom_handshaker",
+            "key_log",
+        ],
+    )?;
+    let certs = co.items("tls_certificates");
+    if certs.len() > 1 {
+        return Err(certs[1].err("an upstream TLS context takes at most one client certificate"));
+    }
+    if let Some(c) = certs.first() {
+        tls.client_certificate = Some(tls_certificate(c)?);
+    }
+    if let Some(a) = co.get("alpn_protocols") {
+        tls.alpn_protocols = alpn(&a)?;
+    }
+    if let Some(v) = co.get("validation_context") {
+        tls.trusted_ca = validation_context(&v)?;
+    }
+    Ok(tls)
 }

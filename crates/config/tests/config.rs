@@ -56,7 +56,7 @@ fn seed_config_parses() {
     let poll = parse_duration(&p.typed_config["poll_delay"], "x").unwrap();
     assert_eq!(poll, Duration::from_millis(10));
 
-    let h = &fc.http;
+    let h = fc.http().unwrap();
     assert_eq!(
         h.path,
         "static_resources.listeners[0].filter_chains[0].filters[0].typed_config"
@@ -153,7 +153,7 @@ fn full_config_parses() {
         assert!(!dbg.contains(secret), "{secret} in Debug output");
     }
 
-    let h = &fc.http;
+    let h = fc.http().unwrap();
     assert_eq!(h.codec_type, CodecType::Http2);
     assert_eq!(h.max_request_headers_kb, 96);
     assert_eq!(h.idle_timeout, Some(Duration::from_secs(60)));
@@ -183,9 +183,12 @@ fn full_config_parses() {
 
     let plain = &l.filter_chains[1];
     assert!(plain.tls.is_none());
-    assert_eq!(plain.http.codec_type, CodecType::Http1);
-    assert_eq!(plain.http.virtual_hosts[0].domains, vec!["*"]);
-    assert_eq!(plain.http.virtual_hosts[0].routes[0].action_status(), 404);
+    assert_eq!(plain.http().unwrap().codec_type, CodecType::Http1);
+    assert_eq!(plain.http().unwrap().virtual_hosts[0].domains, vec!["*"]);
+    assert_eq!(
+        plain.http().unwrap().virtual_hosts[0].routes[0].action_status(),
+        404
+    );
 
     let local = &b.listeners[1];
     assert_eq!(local.name, "listener_1");
@@ -202,6 +205,7 @@ impl Status for Route {
     fn action_status(&self) -> u16 {
         match self.action {
             RouteAction::DirectResponse { status, .. } => status,
+            _ => panic!("not a direct response"),
         }
     }
 }

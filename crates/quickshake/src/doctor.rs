@@ -127,7 +127,10 @@ fn config_report(path: &Path) -> Value {
     };
     let store = Store::new();
     let providers = Providers::new(store.clone());
-    let result = quickshake_server::build_listeners(&cfg, &store, &providers);
+    let result =
+        quickshake_server::clusters::cluster_manager(&cfg.clusters, &store).and_then(|clusters| {
+            quickshake_server::build_listeners(&cfg, &store, &providers, &clusters)
+        });
     json!({
         "path": path.display().to_string(),
         "starts": result.is_ok(),

@@ -56,8 +56,17 @@ fn main() -> ExitCode {
     };
     let store = Store::new();
     let providers = Arc::new(Providers::new(store.clone()));
+    let clusters = match quickshake_server::clusters::cluster_manager(&cfg.clusters, &store) {
+        Ok(c) => c,
+        Err(e) => {
+            return fail(&format!(
+                "error initializing configuration '{}': {e}",
+                path.display()
+            ))
+        }
+    };
     if cli.mode == Mode::Validate {
-        return match build_listeners(&cfg, &store, &providers) {
+        return match build_listeners(&cfg, &store, &providers, &clusters) {
             Ok(_) => {
                 println!("configuration '{}' OK", path.display());
                 ExitCode::SUCCESS
@@ -68,7 +77,7 @@ fn main() -> ExitCode {
             )),
         };
     }
-    match serve(&cli, &path, cfg, store, &providers) {
+    match serve(&cli, &path, cfg, store, &providers, &clusters) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
     }
@@ -120,6 +129,7 @@ fn serve(
     cfg: Bootstrap,
     store: Store,
     providers: &Arc<Providers>,
+    clusters: &quickshake_upstream::ClusterManager,
 ) -> Result<(), String> {
     let opts = GatewayOptions {
         concurrency: concurrency(cli),
@@ -133,7 +143,8 @@ fn serve(
         Some(a) => Some(bind_admin(a.address)?),
         None => None,
     };
-    let gateway = Gateway::start(&cfg, &opts, store.clone(), providers).map_err(|e| ctx(&e))?;
+    let gateway =
+        Gateway::start(&cfg, &opts, store.clone(), providers, clusters).map_err(|e| ctx(&e))?;
     let drain = gateway.drain_handle();
     quickshake_server::reload::spawn(
         cfg.listeners
@@ -143,6 +154,7 @@ fn serve(
             .collect(),
         store.clone(),
         providers.clone(),
+        clusters.clone(),
     );
     let mut admin = GatewayAdmin::new(
         store.clone(),

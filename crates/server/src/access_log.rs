@@ -34,6 +34,8 @@ pub struct LogRecord {
     pub downstream_local_address: String,
     pub requested_server_name: Option<String>,
     pub tls_version: Option<String>,
+    /// The upstream host a forwarded request went to.
+    pub upstream_host: Option<String>,
 }
 
 /// Expand a format string for one record. Unknown operators print `-`, as Envoy prints
@@ -76,7 +78,7 @@ fn operator(op: &str, r: &LogRecord) -> String {
         "BYTES_RECEIVED" => r.bytes_received.to_string(),
         "BYTES_SENT" => r.bytes_sent.to_string(),
         "DURATION" => r.duration_ms.to_string(),
-        "UPSTREAM_HOST" => "-".into(),
+        "UPSTREAM_HOST" => dash(r.upstream_host.as_deref()),
         "DOWNSTREAM_REMOTE_ADDRESS" => r.downstream_remote_address.clone(),
         "DOWNSTREAM_LOCAL_ADDRESS" => r.downstream_local_address.clone(),
         "REQUESTED_SERVER_NAME" => dash(r.requested_server_name.as_deref()),

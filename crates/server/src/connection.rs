@@ -10,15 +10,17 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use quickshake_config::CodecType;
-use quickshake_tls::client_hello::{peek_sni, server_name_matches, Peek, MAX_RECORD};
+use quickshake_tls::client_hello::{match_rank, peek_sni, Peek, MAX_RECORD};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::http::{handle_request, ConnInfo, HttpRuntime};
-use crate::listener::{ChainRuntime, ListenerShared};
+use crate::listener::{ChainRuntime, ListenerShared, Network};
 use crate::prefixed::Prefixed;
+use crate::tcp_proxy;
 use crate::ServerShared;
+use quickshake_wire::proxy_protocol;
 
 /// Entry point for an accepted socket. Accounting (active gauges, destroy counters, length
 /// histogram) happens here whatever the outcome.
@@ -50,8 +52,8 @@ pub async fn serve_connection(
 }
 
 async fn run(
-    mut stream: TcpStream,
-    peer: SocketAddr,
+    stream: TcpStream,
+    mut peer: SocketAddr,
     listener: &ListenerShared,
     drain: watch::Receiver<bool>,
 ) {
@@ -60,6 +62,31 @@ async fn run(
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
+    let mut stream = Prefixed::new(Vec::new(), stream);
+    if listener.proxy_protocol {
+        let timeout = chains
+            .iter()
+            .map(|c| c.handshake_timeout)
+            .max()
+            .unwrap_or(Duration::from_secs(10));
+        match tokio::time::timeout(timeout, read_proxy_header(stream.get_mut())).await {
+            Ok(Ok((source, rest))) => {
+                if let Some(src) = source {
+                    peer = src;
+                }
+                stream = Prefixed::new(rest, stream.into_inner());
+            }
+            Ok(Err(reason)) => {
+                listener.stats.downstream_cx_proxy_proto_error.inc();
+                tracing::debug!(%peer, reason, "malformed PROXY protocol header");
+                return;
+            }
+            Err(_) => {
+                listener.stats.downstream_pre_cx_timeout.inc();
+                return;
+            }
+        }
+    }
     if chains.len() == 1 {
         let Some(chain) = chains.first().cloned() else {
             return;
@@ -109,7 +136,7 @@ async fn serve_chain<S>(
 {
     let Some(tls) = chain.tls.clone() else {
         let info = conn_info(peer, local, None, None);
-        serve_http(stream, chain.http.clone(), info, None, drain).await;
+        serve_network(stream, &chain, info, None, drain).await;
         return;
     };
     let stats = &listener.stats;
@@ -144,8 +171,57 @@ async fn serve_chain<S>(
         .map(str::to_string);
     let alpn_h2 = ssl.selected_alpn_protocol() == Some(b"h2");
     let info = conn_info(peer, local, sni, Some(ssl.version_str().to_string()));
-    chain.http.stats.downstream_cx_ssl_total.inc();
-    serve_http(tls_stream, chain.http.clone(), info, Some(alpn_h2), drain).await;
+    serve_network(tls_stream, &chain, info, Some(alpn_h2), drain).await;
+}
+
+/// The chain's network filter: the HTTP connection manager or `tcp_proxy`.
+async fn serve_network<S>(
+    stream: S,
+    chain: &ChainRuntime,
+    info: Arc<ConnInfo>,
+    alpn_h2: Option<bool>,
+    drain: watch::Receiver<bool>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    match &chain.network {
+        Network::Http(http) => {
+            if info.tls_version.is_some() {
+                http.stats.downstream_cx_ssl_total.inc();
+            }
+            serve_http(stream, http.clone(), info, alpn_h2, drain).await;
+        }
+        Network::TcpProxy(tp) => tcp_proxy::serve(stream, tp).await,
+    }
+}
+
+/// Read a PROXY protocol header (v1 or v2) and nothing more than needed: the client address
+/// it carries (none for LOCAL/UNKNOWN) and the bytes read past it.
+async fn read_proxy_header(
+    stream: &mut TcpStream,
+) -> Result<(Option<SocketAddr>, Vec<u8>), &'static str> {
+    let mut buf = Vec::with_capacity(256);
+    loop {
+        let mut chunk = [0u8; 512];
+        let n = stream.read(&mut chunk).await.map_err(|_| "read failed")?;
+        if n == 0 {
+            return Err("closed before a complete PROXY header");
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        match proxy_protocol::parse(&buf) {
+            proxy_protocol::Parse::NeedMore if buf.len() <= proxy_protocol::MAX_V2_LEN => {}
+            proxy_protocol::Parse::NeedMore => return Err("PROXY header too long"),
+            proxy_protocol::Parse::Invalid(reason) => return Err(reason),
+            proxy_protocol::Parse::Done(h) => {
+                let rest = buf.split_off(h.consumed().min(buf.len()));
+                let source = match h {
+                    proxy_protocol::ProxyHeader::Proxied { source, .. } => Some(source),
+                    proxy_protocol::ProxyHeader::Local { .. } => None,
+                };
+                return Ok((source, rest));
+            }
+        }
+    }
 }
 
 /// Count a failed handshake: always `ssl.connection_error`, plus Envoy's client-certificate
@@ -182,10 +258,19 @@ fn conn_info(
 
 /// The chain for an SNI: a chain naming it, else the chain without names.
 fn select_chain(chains: &[Arc<ChainRuntime>], sni: Option<&str>) -> Option<Arc<ChainRuntime>> {
+    // The most specific name wins (exact, then the longest wildcard suffix), as in Envoy.
     let by_name = sni.and_then(|name| {
         chains
             .iter()
-            .find(|c| c.server_names.iter().any(|p| server_name_matches(p, name)))
+            .filter_map(|c| {
+                c.server_names
+                    .iter()
+                    .filter_map(|p| match_rank(p, name))
+                    .max()
+                    .map(|r| (r, c))
+            })
+            .max_by_key(|(r, _)| *r)
+            .map(|(_, c)| c)
     });
     by_name
         .or_else(|| chains.iter().find(|c| c.server_names.is_empty()))
@@ -195,7 +280,9 @@ fn select_chain(chains: &[Arc<ChainRuntime>], sni: Option<&str>) -> Option<Arc<C
 /// Read (consuming) until the first TLS record is complete. Returns the bytes read and the
 /// SNI; `None` if the peer closed or failed first. Bytes that are not TLS are returned as they
 /// are, for the handshake to reject.
-async fn read_client_hello(stream: &mut TcpStream) -> Option<(Vec<u8>, Option<String>)> {
+async fn read_client_hello<R: AsyncRead + Unpin>(
+    stream: &mut R,
+) -> Option<(Vec<u8>, Option<String>)> {
     let mut buf = Vec::with_capacity(2048);
     loop {
         let mut chunk = [0u8; 4096];
@@ -257,7 +344,7 @@ async fn serve_http<S>(
     let svc_rt = rt.clone();
     let svc_info = info.clone();
     let service = service_fn(move |req| handle_request(req, svc_rt.clone(), svc_info.clone()));
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
     tokio::pin!(conn);
     let idle = rt.idle_timeout;
     let mut draining = *drain.borrow();

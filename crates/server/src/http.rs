@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
-use http_body_util::Full;
-use quickshake_config::{CodecType, HttpConnectionManager, RouteAction, VirtualHost};
+use hyper::body::Incoming;
+use quickshake_config::{CodecType, HttpConnectionManager, Redirect, RouteAction, VirtualHost};
 use quickshake_stats::{Counter, Gauge, Histogram, Store};
 
 use crate::access_log::{AccessLogger, LogRecord};
-use crate::routing::{select_route, select_virtual_host};
+use crate::proxy::{error_response, forward, full, Body};
+use crate::routing::{matched_prefix, select_route, select_virtual_host};
 use crate::time::rfc3339_now;
 use crate::ServerError;
 
@@ -75,13 +76,37 @@ pub struct HttpRuntime {
     pub server_name: HeaderValue,
     pub stats: HttpStats,
     pub loggers: Vec<AccessLogger>,
+    /// The clusters this connection manager's routes name.
+    pub clusters: std::collections::HashMap<String, quickshake_upstream::Cluster>,
+    /// `upgrade_configs[].upgrade_type` (e.g. `websocket`).
+    pub upgrade_types: Vec<String>,
+    pub use_remote_address: bool,
+    pub generate_request_id: bool,
 }
 
 /// Envoy's default `common_http_protocol_options.idle_timeout`: one hour.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
 
 impl HttpRuntime {
-    pub fn build(cfg: &HttpConnectionManager, store: &Store) -> Result<Self, ServerError> {
+    pub fn build(
+        cfg: &HttpConnectionManager,
+        store: &Store,
+        clusters: &quickshake_upstream::ClusterManager,
+    ) -> Result<Self, ServerError> {
+        let mut named = std::collections::HashMap::new();
+        for vh in &cfg.virtual_hosts {
+            for r in &vh.routes {
+                if let RouteAction::Route(t) = &r.action {
+                    let c = clusters
+                        .cluster(&t.cluster)
+                        .ok_or_else(|| ServerError::Invalid {
+                            field: format!("{}.route_config", cfg.path),
+                            reason: format!("unknown cluster '{}'", t.cluster),
+                        })?;
+                    named.insert(t.cluster.clone(), c);
+                }
+            }
+        }
         let loggers = cfg
             .access_logs
             .iter()
@@ -105,6 +130,10 @@ impl HttpRuntime {
             })?,
             stats: HttpStats::new(store, &cfg.stat_prefix),
             loggers,
+            clusters: named,
+            upgrade_types: cfg.upgrade_types.clone(),
+            use_remote_address: cfg.use_remote_address,
+            generate_request_id: cfg.generate_request_id,
         })
     }
 }
@@ -112,6 +141,7 @@ impl HttpRuntime {
 /// Per-connection facts the request handler needs, and the activity the idle timer watches.
 pub struct ConnInfo {
     pub started: Instant,
+    /// The client: the socket's peer, or the source a PROXY protocol header gave.
     pub peer: String,
     pub local: String,
     pub sni: Option<String>,
@@ -122,6 +152,14 @@ pub struct ConnInfo {
 }
 
 impl ConnInfo {
+    /// The client's IP address (without port), for `x-forwarded-for`.
+    pub fn client_ip(&self) -> String {
+        self.peer
+            .parse::<std::net::SocketAddr>()
+            .map(|a| a.ip().to_string())
+            .unwrap_or_else(|_| self.peer.clone())
+    }
+
     pub fn touch(&self) {
         let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last_activity_ms.store(ms, Ordering::Relaxed);
@@ -135,12 +173,13 @@ impl ConnInfo {
     }
 }
 
-/// Serve one request.
-pub async fn handle_request<B>(
-    req: Request<B>,
+/// Serve one request: route it, answer (direct response, redirect, or forwarded to a cluster),
+/// count it and log it.
+pub async fn handle_request(
+    req: Request<Incoming>,
     rt: Arc<HttpRuntime>,
     conn: Arc<ConnInfo>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+) -> Result<Response<Body>, Infallible> {
     let start = Instant::now();
     conn.active_requests.fetch_add(1, Ordering::Relaxed);
     conn.touch();
@@ -166,26 +205,32 @@ pub async fn handle_request<B>(
         .map(|a| a.as_str().to_string())
         .or_else(|| header_str(&req, header::HOST.as_str()))
         .unwrap_or_default();
+    let mut record =
+        (!rt.loggers.is_empty()).then(|| log_record(&req, &authority, protocol, &conn));
     let path = req.uri().path().to_string();
-    let action =
+    let route =
         select_virtual_host(&rt.virtual_hosts, &authority).and_then(|vh| select_route(vh, &path));
-    let (status, body) = match action {
-        Some(RouteAction::DirectResponse { status, body }) => {
-            (*status, body.clone().unwrap_or_default())
+    let (mut resp, upstream_host) = match route.map(|r| (r, &r.action)) {
+        Some((_, RouteAction::DirectResponse { status, body })) => {
+            (direct(*status, body.clone()), None)
         }
+        Some((_, RouteAction::Redirect(r))) => (redirect(r, &req, &authority, &conn), None),
+        Some((route, RouteAction::Route(target))) => match rt.clusters.get(&target.cluster) {
+            Some(cluster) => {
+                let (resp, fwd) =
+                    forward(req, target, matched_prefix(route), cluster, &rt, &conn).await;
+                (resp, fwd.upstream_host)
+            }
+            None => (error_response(503, "no healthy upstream"), None),
+        },
         None => {
             stats.no_route.inc();
-            (404, String::new())
+            (direct(404, None), None)
         }
     };
-    let body_len = body.len();
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
-    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let headers = resp.headers_mut();
-    if body_len > 0 {
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-    }
-    headers.insert(header::SERVER, rt.server_name.clone());
+    resp.headers_mut()
+        .insert(header::SERVER, rt.server_name.clone());
+    let status = resp.status().as_u16();
     let class = usize::from(status / 100).clamp(1, 5) - 1;
     stats.downstream_rq_xx[class].inc();
     stats.downstream_rq_completed.inc();
@@ -193,38 +238,91 @@ pub async fn handle_request<B>(
     stats
         .downstream_rq_time
         .record(elapsed.as_secs_f64() * 1000.0);
-    if !rt.loggers.is_empty() {
-        let record = LogRecord {
-            start_time: rfc3339_now(),
-            method: req.method().as_str().to_string(),
-            path: req
-                .uri()
-                .path_and_query()
-                .map(|p| p.as_str().to_string())
-                .unwrap_or(path),
-            authority,
-            protocol: protocol.to_string(),
-            response_code: status,
-            bytes_received: header_str(&req, "content-length")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
-            bytes_sent: body_len as u64,
-            duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
-            user_agent: header_str(&req, "user-agent"),
-            x_forwarded_for: header_str(&req, "x-forwarded-for"),
-            request_id: header_str(&req, "x-request-id"),
-            downstream_remote_address: conn.peer.clone(),
-            downstream_local_address: conn.local.clone(),
-            requested_server_name: conn.sni.clone(),
-            tls_version: conn.tls_version.clone(),
-        };
+    if let Some(r) = record.as_mut() {
+        r.response_code = status;
+        r.bytes_sent = hyper::body::Body::size_hint(resp.body())
+            .exact()
+            .unwrap_or(0);
+        r.duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+        r.upstream_host = upstream_host;
         for l in &rt.loggers {
-            l.log(&record);
+            l.log(r);
         }
     }
     conn.touch();
     conn.active_requests.fetch_sub(1, Ordering::Relaxed);
     Ok(resp)
+}
+
+fn direct(status: u16, body: Option<String>) -> Response<Body> {
+    let body = body.unwrap_or_default();
+    let has_body = !body.is_empty();
+    let mut resp = Response::new(full(Bytes::from(body)));
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if has_body {
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    }
+    resp
+}
+
+/// Envoy's `redirect`: scheme (`https_redirect`), host, path; `response_code` (301 default).
+fn redirect<B>(r: &Redirect, req: &Request<B>, authority: &str, conn: &ConnInfo) -> Response<Body> {
+    let https = r.https_redirect || conn.tls_version.is_some();
+    let scheme = if https { "https" } else { "http" };
+    let host = match &r.host_redirect {
+        Some(h) => h.clone(),
+        // Changing the scheme drops the port, as Envoy does.
+        None if r.https_redirect => authority
+            .rsplit_once(':')
+            .map_or(authority, |(h, p)| {
+                if p.chars().all(|c| c.is_ascii_digit()) && !h.ends_with(':') {
+                    h
+                } else {
+                    authority
+                }
+            })
+            .to_string(),
+        None => authority.to_string(),
+    };
+    let path = match &r.path_redirect {
+        Some(p) => p.clone(),
+        None => req
+            .uri()
+            .path_and_query()
+            .map_or("/".to_string(), |p| p.as_str().to_string()),
+    };
+    let mut resp = Response::new(full(Bytes::new()));
+    *resp.status_mut() =
+        StatusCode::from_u16(r.response_code).unwrap_or(StatusCode::MOVED_PERMANENTLY);
+    if let Ok(v) = HeaderValue::from_str(&format!("{scheme}://{host}{path}")) {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    resp
+}
+
+fn log_record<B>(req: &Request<B>, authority: &str, protocol: &str, conn: &ConnInfo) -> LogRecord {
+    LogRecord {
+        start_time: rfc3339_now(),
+        method: req.method().as_str().to_string(),
+        path: req
+            .uri()
+            .path_and_query()
+            .map_or_else(|| req.uri().path().to_string(), |p| p.as_str().to_string()),
+        authority: authority.to_string(),
+        protocol: protocol.to_string(),
+        bytes_received: header_str(req, "content-length")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+        user_agent: header_str(req, "user-agent"),
+        x_forwarded_for: header_str(req, "x-forwarded-for"),
+        request_id: header_str(req, "x-request-id"),
+        downstream_remote_address: conn.peer.clone(),
+        downstream_local_address: conn.local.clone(),
+        requested_server_name: conn.sni.clone(),
+        tls_version: conn.tls_version.clone(),
+        ..Default::default()
+    }
 }
 
 fn header_str<B>(req: &Request<B>, name: &str) -> Option<String> {

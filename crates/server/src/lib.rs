@@ -9,13 +9,17 @@
 
 pub mod access_log;
 pub mod admin_state;
+pub mod clusters;
 pub mod connection;
 pub mod http;
 pub mod listener;
 pub mod prefixed;
+pub mod proxy;
 pub mod reload;
 pub mod routing;
+pub mod tcp_proxy;
 pub mod time;
+pub mod upgrade;
 pub mod worker;
 
 use std::net::SocketAddr;
@@ -27,6 +31,7 @@ use std::time::Duration;
 use quickshake_config::Bootstrap;
 use quickshake_keyprovider::Providers;
 use quickshake_stats::{Gauge, Store};
+use quickshake_upstream::ClusterManager;
 use tokio::sync::watch;
 
 pub use listener::{ChainRuntime, ListenerShared};
@@ -36,6 +41,8 @@ pub use listener::{ChainRuntime, ListenerShared};
 pub enum ServerError {
     #[error(transparent)]
     Tls(#[from] quickshake_tls::TlsError),
+    #[error(transparent)]
+    Config(#[from] quickshake_config::ConfigError),
     #[error("{field}: cannot listen on {address}: {source}")]
     Bind {
         field: String,
@@ -108,10 +115,11 @@ pub fn build_listeners(
     cfg: &Bootstrap,
     store: &Store,
     providers: &Providers,
+    clusters: &ClusterManager,
 ) -> Result<Vec<Arc<ListenerShared>>, ServerError> {
     cfg.listeners
         .iter()
-        .map(|l| ListenerShared::build(l, store, providers).map(Arc::new))
+        .map(|l| ListenerShared::build(l, store, providers, clusters).map(Arc::new))
         .collect()
 }
 
@@ -122,8 +130,9 @@ impl Gateway {
         opts: &GatewayOptions,
         store: Store,
         providers: &Providers,
+        clusters: &ClusterManager,
     ) -> Result<Gateway, ServerError> {
-        let listeners = build_listeners(cfg, &store, providers)?;
+        let listeners = build_listeners(cfg, &store, providers, clusters)?;
         for l in &cfg.listeners {
             listener::probe_port_free(l.address, &l.path)?;
         }

@@ -6,13 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use quickshake_config::{FilterChain, Listener};
+use quickshake_config::{FilterChain, Listener, NetworkFilter};
 use quickshake_keyprovider::Providers;
 use quickshake_stats::{Counter, Gauge, Histogram, Store};
 use quickshake_tls::{build_chain_tls, ChainTls, HandshakeStats};
+use quickshake_upstream::ClusterManager;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::http::HttpRuntime;
+use crate::tcp_proxy::TcpProxyRuntime;
 use crate::ServerError;
 
 /// Handshake timeout used when `transport_socket_connect_timeout` is not set. Envoy has none by
@@ -40,6 +42,7 @@ pub struct ListenerStats {
     pub downstream_cx_transport_socket_connect_timeout: Counter,
     pub downstream_pre_cx_timeout: Counter,
     pub no_filter_chain_match: Counter,
+    pub downstream_cx_proxy_proto_error: Counter,
     pub downstream_cx_length_ms: Histogram,
     pub ssl: HandshakeStats,
     /// quickshake: full-handshake duration (accept to finished), in ms.
@@ -61,6 +64,7 @@ impl ListenerStats {
             ),
             downstream_pre_cx_timeout: c("downstream_pre_cx_timeout"),
             no_filter_chain_match: c("no_filter_chain_match"),
+            downstream_cx_proxy_proto_error: c("downstream_cx_proxy_proto_error"),
             downstream_cx_length_ms: store
                 .histogram(&format!("{scope}downstream_cx_length_ms"), buckets),
             ssl: HandshakeStats::new(store, scope),
@@ -74,12 +78,18 @@ impl ListenerStats {
     }
 }
 
+/// What a filter chain does with the bytes after the handshake.
+pub enum Network {
+    Http(Arc<HttpRuntime>),
+    TcpProxy(Arc<TcpProxyRuntime>),
+}
+
 /// One filter chain as the data path uses it.
 pub struct ChainRuntime {
     pub server_names: Vec<String>,
     pub tls: Option<Arc<ChainTls>>,
     pub handshake_timeout: Duration,
-    pub http: Arc<HttpRuntime>,
+    pub network: Network,
 }
 
 /// What every worker shares about one listener.
@@ -90,6 +100,8 @@ pub struct ListenerShared {
     /// Swapped whole on certificate rotation; a connection keeps the `Arc` it started with.
     pub chains: ArcSwap<Vec<Arc<ChainRuntime>>>,
     pub stats: ListenerStats,
+    /// `envoy.filters.listener.proxy_protocol`: a PROXY header precedes the client's bytes.
+    pub proxy_protocol: bool,
 }
 
 impl ListenerShared {
@@ -97,15 +109,17 @@ impl ListenerShared {
         cfg: &Listener,
         store: &Store,
         providers: &Providers,
+        clusters: &ClusterManager,
     ) -> Result<Self, ServerError> {
         let scope = stat_scope(&cfg.address);
-        let chains = build_chains(cfg, store, providers, &scope)?;
+        let chains = build_chains(cfg, store, providers, clusters, &scope)?;
         Ok(ListenerShared {
             name: cfg.name.clone(),
             address: cfg.address,
             stats: ListenerStats::new(store, &scope),
             scope,
             chains: ArcSwap::from_pointee(chains),
+            proxy_protocol: cfg.proxy_protocol,
         })
     }
 
@@ -120,11 +134,12 @@ pub fn build_chains(
     cfg: &Listener,
     store: &Store,
     providers: &Providers,
+    clusters: &ClusterManager,
     scope: &str,
 ) -> Result<Vec<Arc<ChainRuntime>>, ServerError> {
     cfg.filter_chains
         .iter()
-        .map(|fc| build_chain(fc, store, providers, scope).map(Arc::new))
+        .map(|fc| build_chain(fc, store, providers, clusters, scope).map(Arc::new))
         .collect()
 }
 
@@ -132,6 +147,7 @@ fn build_chain(
     fc: &FilterChain,
     store: &Store,
     providers: &Providers,
+    clusters: &ClusterManager,
     scope: &str,
 ) -> Result<ChainRuntime, ServerError> {
     let tls = match &fc.tls {
@@ -148,7 +164,26 @@ fn build_chain(
         handshake_timeout: fc
             .transport_socket_connect_timeout
             .unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT),
-        http: Arc::new(HttpRuntime::build(&fc.http, store)?),
+        network: match &fc.network {
+            NetworkFilter::Http(hcm) => {
+                Network::Http(Arc::new(HttpRuntime::build(hcm, store, clusters)?))
+            }
+            NetworkFilter::TcpProxy(tp) => {
+                let cluster =
+                    clusters
+                        .cluster(&tp.cluster)
+                        .ok_or_else(|| ServerError::Invalid {
+                            field: format!("{}.cluster", tp.path),
+                            reason: format!("unknown cluster '{}'", tp.cluster),
+                        })?;
+                Network::TcpProxy(Arc::new(TcpProxyRuntime::new(
+                    &tp.stat_prefix,
+                    cluster,
+                    tp.idle_timeout,
+                    store,
+                )))
+            }
+        },
     })
 }
 

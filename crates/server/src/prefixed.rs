@@ -21,6 +21,16 @@ impl<S> Prefixed<S> {
             inner,
         }
     }
+
+    /// The underlying stream (only before any prefix byte was read through `self`).
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The underlying stream; unread prefix bytes are dropped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {

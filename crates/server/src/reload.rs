@@ -14,6 +14,7 @@ use std::time::Duration;
 use quickshake_config::{load_sds_tls_certificate, DataSource, Listener, TlsCertificate};
 use quickshake_keyprovider::Providers;
 use quickshake_stats::{Counter, Store};
+use quickshake_upstream::ClusterManager;
 
 use crate::listener::{build_chains, ListenerShared};
 
@@ -113,6 +114,7 @@ pub fn spawn(
     listeners: Vec<(Listener, Arc<ListenerShared>)>,
     store: Store,
     providers: Arc<Providers>,
+    clusters: ClusterManager,
 ) {
     let interval = std::env::var("QUICKSHAKE_RELOAD_INTERVAL_MS")
         .ok()
@@ -145,7 +147,7 @@ pub fn spawn(
             std::thread::sleep(interval);
             for w in &mut watched {
                 if w.changed() {
-                    reload(w, &store, &providers);
+                    reload(w, &store, &providers, &clusters);
                 }
             }
         });
@@ -154,11 +156,11 @@ pub fn spawn(
     }
 }
 
-fn reload(w: &mut Watched, store: &Store, providers: &Providers) {
+fn reload(w: &mut Watched, store: &Store, providers: &Providers, clusters: &ClusterManager) {
     // Remember what we saw first: a half-written file that fails now is retried when it changes
     // again (its writer finishing changes its size or time).
     w.snapshot();
-    match build_chains(&w.cfg, store, providers, &w.shared.scope) {
+    match build_chains(&w.cfg, store, providers, clusters, &w.shared.scope) {
         Ok(chains) => {
             w.shared.replace_chains(chains);
             w.success.inc();

@@ -1,7 +1,7 @@
 //! Envoy's route matching for direct responses: virtual host by `Host`/`:authority`, then the
 //! first route whose `prefix` or `path` matches. Pure functions, no I/O.
 
-use quickshake_config::{RouteAction, RouteMatch, VirtualHost};
+use quickshake_config::{Route, RouteMatch, VirtualHost};
 
 /// Pick the virtual host for an authority. Envoy's order: exact domain, then the longest
 /// `*.suffix`/`*suffix` wildcard, then the longest `prefix*`, then `*`.
@@ -34,15 +34,20 @@ pub fn select_virtual_host<'a>(
     best.map(|(_, _, vh)| vh)
 }
 
-/// The action of the first matching route, if any. `path` is the request path without query.
-pub fn select_route<'a>(vh: &'a VirtualHost, path: &str) -> Option<&'a RouteAction> {
-    vh.routes
-        .iter()
-        .find(|r| match &r.matcher {
-            RouteMatch::Prefix(p) => path.starts_with(p.as_str()),
-            RouteMatch::Path(p) => path == p,
-        })
-        .map(|r| &r.action)
+/// The first matching route, if any. `path` is the request path without query.
+pub fn select_route<'a>(vh: &'a VirtualHost, path: &str) -> Option<&'a Route> {
+    vh.routes.iter().find(|r| match &r.matcher {
+        RouteMatch::Prefix(p) => path.starts_with(p.as_str()),
+        RouteMatch::Path(p) => path == p,
+    })
+}
+
+/// The prefix a route matched on (for `prefix_rewrite`).
+pub fn matched_prefix(route: &Route) -> Option<&str> {
+    match &route.matcher {
+        RouteMatch::Prefix(p) => Some(p.as_str()),
+        RouteMatch::Path(_) => None,
+    }
 }
 
 fn strip_port(authority: &str) -> &str {
@@ -61,7 +66,7 @@ fn strip_port(authority: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quickshake_config::Route;
+    use quickshake_config::{Route, RouteAction};
 
     fn vh(name: &str, domains: &[&str], routes: Vec<Route>) -> VirtualHost {
         VirtualHost {
@@ -105,7 +110,7 @@ mod tests {
                 direct(RouteMatch::Prefix("/".into()), 200),
             ],
         );
-        let status = |p: &str| match select_route(&v, p) {
+        let status = |p: &str| match select_route(&v, p).map(|r| &r.action) {
             Some(RouteAction::DirectResponse { status, .. }) => *status,
             _ => 0,
         };

@@ -47,6 +47,8 @@ pub enum QueryError {
     InvalidHistogramBuckets(String),
     #[error("invalid &type= param")]
     InvalidType(String),
+    #[error("filter regex longer than {0} bytes")]
+    FilterTooLong(usize),
 }
 
 /// Parsed `/stats` parameters.
@@ -61,15 +63,23 @@ pub struct StatsQuery {
     pub stat_type: StatsType,
 }
 
+/// Longest `filter` regex accepted, in bytes.
+pub const MAX_FILTER_LEN: usize = 256;
+/// Compiled-size limit of a `filter` regex.
+const FILTER_SIZE_LIMIT: usize = 64 * 1024;
+
 impl StatsQuery {
     /// Parses a query string (with or without the leading `?`, or a whole
     /// `path?query`). Keys without `=` are flags; the first occurrence of a key
     /// wins; values are percent-decoded (`+` is kept literally so regexes like
     /// `ssl.+handshake` work unencoded).
     pub fn from_query_string(qs: &str) -> Result<StatsQuery, QueryError> {
-        let qs = match qs.find('?') {
-            Some(i) => &qs[i + 1..],
-            None => qs,
+        // Strip a leading path (`/stats?...`) or `?`; a `?` inside a value (a regex such as
+        // `(?i)ssl`) is kept, as Envoy keeps it.
+        let qs = if qs.starts_with('/') {
+            qs.split_once('?').map_or("", |(_, q)| q)
+        } else {
+            qs.strip_prefix('?').unwrap_or(qs)
         };
         let pairs: Vec<(String, String)> = qs
             .split('&')
@@ -90,7 +100,17 @@ impl StatsQuery {
             ..StatsQuery::default()
         };
         if let Some(f) = first("filter").filter(|f| !f.is_empty()) {
-            q.filter = Some(Regex::new(f)?);
+            // Bounded: admin requests share one event loop, so a filter must not be able to
+            // build a huge automaton (found by the stats_query fuzz target).
+            if f.len() > MAX_FILTER_LEN {
+                return Err(QueryError::FilterTooLong(MAX_FILTER_LEN));
+            }
+            q.filter = Some(
+                regex::RegexBuilder::new(f)
+                    .size_limit(FILTER_SIZE_LIMIT)
+                    .dfa_size_limit(FILTER_SIZE_LIMIT)
+                    .build()?,
+            );
         }
         if let Some(hb) = first("histogram_buckets").filter(|v| !v.is_empty()) {
             q.histogram_buckets = match hb {

@@ -93,7 +93,13 @@ fn parse_client_hello(body: &[u8]) -> Option<Option<String>> {
     if r.buf.is_empty() {
         return Some(None);
     }
-    let mut exts = Reader { buf: r.vec16()? };
+    // A ClientHello larger than one record (post-quantum key shares can make it so) has its
+    // extensions cut at the record end: read the ones that are complete.
+    let ext_len = usize::from(r.u16()?);
+    let available = ext_len.min(r.buf.len());
+    let mut exts = Reader {
+        buf: r.take(available)?,
+    };
     while !exts.buf.is_empty() {
         let kind = exts.u16()?;
         let data = exts.vec16()?;
@@ -119,13 +125,24 @@ fn parse_server_name(data: &[u8]) -> Option<String> {
 }
 
 /// Does a filter chain's `server_names` entry match this SNI? Envoy's rules: exact match, or a
-/// leading `*.` wildcard matching one or more labels.
+/// leading `*.` wildcard matching one or more labels. Any other `*` matches nothing.
 pub fn server_name_matches(pattern: &str, sni: &str) -> bool {
+    match_rank(pattern, sni).is_some()
+}
+
+/// How specifically `pattern` matches `sni`: exact beats any wildcard, a longer wildcard
+/// suffix beats a shorter one (Envoy picks the most specific server name). `None`: no match.
+pub fn match_rank(pattern: &str, sni: &str) -> Option<usize> {
     let pattern = pattern.to_ascii_lowercase();
-    if let Some(suffix) = pattern.strip_prefix('*') {
-        return sni.len() > suffix.len() && sni.ends_with(suffix);
+    if let Some(suffix) = pattern.strip_prefix("*.") {
+        let dotted = &pattern[1..];
+        return (sni.len() > dotted.len() && sni.ends_with(dotted) && !suffix.is_empty())
+            .then_some(suffix.len());
     }
-    pattern == sni
+    if pattern.contains('*') {
+        return None;
+    }
+    (pattern == sni).then_some(usize::MAX)
 }
 
 #[cfg(test)]
@@ -193,5 +210,18 @@ mod tests {
         assert!(!server_name_matches("*.example.com", "example.com"));
         assert!(server_name_matches("Example.com", "example.com"));
         assert!(!server_name_matches("example.com", "xexample.com"));
+        assert!(
+            !server_name_matches("*example.com", "badexample.com"),
+            "only `*.` wildcards"
+        );
+        assert!(!server_name_matches("*", "anything"));
+        assert!(
+            match_rank("a.example.com", "a.example.com")
+                > match_rank("*.example.com", "a.example.com")
+        );
+        assert!(
+            match_rank("*.a.example.com", "x.a.example.com")
+                > match_rank("*.example.com", "x.a.example.com")
+        );
     }
 }

@@ -1,0 +1,487 @@
+//! `static_resources.clusters[]`: discovery type, endpoints, load balancing, circuit breakers,
+//! upstream TLS and the upstream HTTP protocol.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use crate::duration::duration;
+use crate::model::{
+    CircuitBreakers, Cluster, ClusterDiscovery, Endpoint, LbPolicy, UpstreamProtocol, UpstreamTls,
+};
+use crate::tls::upstream_tls_context;
+use crate::walk::{join, Node, Obj, Result};
+
+const HTTP_PROTOCOL_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
+const HTTP_PROTOCOL_OPTIONS_TYPE: &str =
+    "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
+const TLS_TRANSPORT_SOCKET: &str = "envoy.transport_sockets.tls";
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const DEFAULT_DNS_REFRESH_RATE: Duration = Duration::from_secs(5);
+
+/// `Http2ProtocolOptions` fields (none implemented).
+const HTTP2_OPTIONS: &[&str] = &[
+    "hpack_table_size",
+    "max_concurrent_streams",
+    "initial_stream_window_size",
+    "initial_connection_window_size",
+    "allow_connect",
+    "allow_metadata",
+    "max_outbound_frames",
+    "max_outbound_control_frames",
+    "max_consecutive_inbound_frames_with_empty_payload",
+    "max_inbound_priority_frames_per_stream",
+    "max_inbound_window_update_frames_per_data_frame_sent",
+    "stream_error_on_invalid_http_messaging",
+    "override_stream_error_on_invalid_http_message",
+    "custom_settings_parameters",
+    "connection_keepalive",
+    "use_oghttp2_codec",
+    "max_metadata_size",
+];
+
+/// `Http1ProtocolOptions` fields (none implemented).
+const HTTP1_OPTIONS: &[&str] = &[
+    "allow_absolute_url",
+    "accept_http_10",
+    "default_host_for_http_10",
+    "header_key_format",
+    "enable_trailers",
+    "allow_chunked_length",
+    "override_stream_error_on_invalid_http_message",
+    "send_fully_qualified_url",
+    "use_balsa_parser",
+    "allow_custom_methods",
+    "ignore_http_11_upgrade",
+];
+
+/// All clusters, with unique names.
+pub(crate) fn clusters(node: &Node<'_>) -> Result<Vec<Cluster>> {
+    let mut out: Vec<Cluster> = Vec::new();
+    let mut names: HashMap<String, String> = HashMap::new();
+    for c in node.items() {
+        let cluster = cluster(&c)?;
+        if let Some(first) = names.get(&cluster.name) {
+            return Err(crate::ConfigError::invalid(
+                join(&c.path, "name"),
+                format!("duplicate cluster name \"{}\" (also {first})", cluster.name),
+            ));
+        }
+        names.insert(cluster.name.clone(), c.path.clone());
+        out.push(cluster);
+    }
+    Ok(out)
+}
+
+fn cluster(node: &Node<'_>) -> Result<Cluster> {
+    let o = node.obj_with(
+        &[
+            "name",
+            "type",
+            "connect_timeout",
+            "dns_refresh_rate",
+            "lb_policy",
+            "load_assignment",
+            "hosts",
+            "circuit_breakers",
+            "transport_socket",
+            "typed_extension_protocol_options",
+            "http2_protocol_options",
+        ],
+        &[
+            "alt_stat_name",
+            "cluster_type",
+            "eds_cluster_config",
+            "per_connection_buffer_limit_bytes",
+            "health_checks",
+            "max_requests_per_connection",
+            "upstream_http_protocol_options",
+            "common_http_protocol_options",
+            "http_protocol_options",
+            "dns_failure_refresh_rate",
+            "respect_dns_ttl",
+            "dns_lookup_family",
+            "dns_resolvers",
+            "use_tcp_for_dns_lookups",
+            "dns_resolution_config",
+            "typed_dns_resolver_config",
+            "dns_jitter",
+            "wait_for_warm_on_init",
+            "outlier_detection",
+            "cleanup_interval",
+            "upstream_bind_config",
+            "lb_subset_config",
+            "ring_hash_lb_config",
+            "maglev_lb_config",
+            "original_dst_lb_config",
+            "least_request_lb_config",
+            "round_robin_lb_config",
+            "common_lb_config",
+            "metadata",
+            "protocol_selection",
+            "upstream_connection_options",
+            "close_connections_on_host_health_failure",
+            "ignore_health_on_host_removal",
+            "filters",
+            "load_balancing_policy",
+            "lrs_server",
+            "lrs_report_endpoint_metrics",
+            "track_timeout_budgets",
+            "upstream_config",
+            "track_cluster_stats",
+            "preconnect_policy",
+            "connection_pool_per_downstream_connection",
+            "transport_socket_matches",
+        ],
+    )?;
+    let name = o.req("name")?.non_empty_str()?.to_owned();
+    let discovery = match o.get("type") {
+        None => ClusterDiscovery::Static,
+        Some(t) => match t.as_str()? {
+            "STATIC" => ClusterDiscovery::Static,
+            "STRICT_DNS" => ClusterDiscovery::StrictDns,
+            "LOGICAL_DNS" => ClusterDiscovery::LogicalDns,
+            "EDS" | "ORIGINAL_DST" => return Err(t.unsupported(None)),
+            other => {
+                return Err(t.err(format!(
+                    "expected STATIC, STRICT_DNS or LOGICAL_DNS, got \"{other}\""
+                )))
+            }
+        },
+    };
+    let connect_timeout = match o.get("connect_timeout") {
+        Some(d) => {
+            let v = duration(&d)?;
+            if v.is_zero() {
+                return Err(d.err("must be greater than zero"));
+            }
+            v
+        }
+        None => DEFAULT_CONNECT_TIMEOUT,
+    };
+    let dns_refresh_rate = match o.get("dns_refresh_rate") {
+        Some(d) => {
+            let v = duration(&d)?;
+            if v < Duration::from_millis(1) {
+                return Err(d.err("must be at least 1ms"));
+            }
+            v
+        }
+        None => DEFAULT_DNS_REFRESH_RATE,
+    };
+    let lb_policy = match o.get("lb_policy") {
+        None => LbPolicy::RoundRobin,
+        Some(p) => match p.as_str()? {
+            "ROUND_ROBIN" => LbPolicy::RoundRobin,
+            "LEAST_REQUEST" => LbPolicy::LeastRequest,
+            "RING_HASH"
+            | "RANDOM"
+            | "MAGLEV"
+            | "CLUSTER_PROVIDED"
+            | "LOAD_BALANCING_POLICY_CONFIG" => return Err(p.unsupported(None)),
+            other => {
+                return Err(p.err(format!(
+                    "expected ROUND_ROBIN or LEAST_REQUEST, got \"{other}\""
+                )))
+            }
+        },
+    };
+
+    let endpoints = endpoints(node, &o, discovery)?;
+    let circuit_breakers = match o.get("circuit_breakers") {
+        Some(cb) => circuit_breakers(&cb)?,
+        None => CircuitBreakers::default(),
+    };
+    let upstream_tls = o
+        .get("transport_socket")
+        .map(|t| transport_socket(&t))
+        .transpose()?;
+    let protocol = protocol(&o)?;
+    Ok(Cluster {
+        name,
+        path: node.path.clone(),
+        connect_timeout,
+        discovery,
+        dns_refresh_rate,
+        lb_policy,
+        endpoints,
+        circuit_breakers,
+        upstream_tls,
+        protocol,
+    })
+}
+
+/// `load_assignment.endpoints[].lb_endpoints[].endpoint.address` or legacy `hosts[]`.
+fn endpoints(node: &Node<'_>, o: &Obj<'_>, discovery: ClusterDiscovery) -> Result<Vec<Endpoint>> {
+    let mut out = Vec::new();
+    // The number of locality entries, for the LOGICAL_DNS check.
+    let mut localities = 0usize;
+    if let (Some(_), Some(h)) = (o.get("load_assignment"), o.get("hosts")) {
+        return Err(h.err("cannot be combined with load_assignment"));
+    }
+    if let Some(la) = o.get("load_assignment") {
+        let lo = la.obj_with(
+            &["cluster_name", "endpoints"],
+            &["named_endpoints", "policy"],
+        )?;
+        lo.opt_str("cluster_name")?;
+        for le in lo.items("endpoints") {
+            localities += 1;
+            let leo = le.obj_with(
+                &["lb_endpoints"],
+                &[
+                    "locality",
+                    "metadata",
+                    "load_balancing_weight",
+                    "priority",
+                    "proximity",
+                    "leds_cluster_locality_config",
+                ],
+            )?;
+            for lb in leo.items("lb_endpoints") {
+                let lbo = lb.obj_with(
+                    &["endpoint"],
+                    &[
+                        "endpoint_name",
+                        "health_status",
+                        "metadata",
+                        "load_balancing_weight",
+                    ],
+                )?;
+                let ep = lbo.req("endpoint")?;
+                let epo = ep.obj_with(
+                    &["address"],
+                    &["health_check_config", "hostname", "additional_addresses"],
+                )?;
+                out.push(endpoint_address(&epo.req("address")?, discovery)?);
+            }
+        }
+    } else if let Some(h) = o.get("hosts") {
+        localities = 1;
+        for a in h.items() {
+            out.push(endpoint_address(&a, discovery)?);
+        }
+    }
+    if out.is_empty() {
+        return Err(match o.get("load_assignment") {
+            Some(la) => la.err("at least one endpoint is required"),
+            None => match o.get("hosts") {
+                Some(h) => h.err("at least one endpoint is required"),
+                None => node.err("needs load_assignment with at least one endpoint"),
+            },
+        });
+    }
+    if discovery == ClusterDiscovery::LogicalDns && (out.len() != 1 || localities != 1) {
+        let at = o.get("load_assignment").or_else(|| o.get("hosts"));
+        let at = at.map(|n| n.path).unwrap_or_else(|| node.path.clone());
+        return Err(crate::ConfigError::invalid(
+            at,
+            "a LOGICAL_DNS cluster must have exactly one endpoint",
+        ));
+    }
+    Ok(out)
+}
+
+fn endpoint_address(node: &Node<'_>, discovery: ClusterDiscovery) -> Result<Endpoint> {
+    let o = node.obj_with(&["socket_address"], &["pipe", "envoy_internal_address"])?;
+    let sa = o.req("socket_address")?;
+    let s = sa.obj_with(
+        &["address", "port_value", "protocol"],
+        &[
+            "named_port",
+            "resolver_name",
+            "ipv4_compat",
+            "network_namespace_filepath",
+        ],
+    )?;
+    let host_node = s.req("address")?;
+    let host = host_node.non_empty_str()?;
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let host = match bare.parse::<IpAddr>() {
+        Ok(ip) => ip.to_string(),
+        Err(_) => {
+            if discovery == ClusterDiscovery::Static {
+                return Err(host_node.err(format!(
+                    "\"{host}\" is not an IP address (a STATIC cluster needs IP addresses; use \
+                     STRICT_DNS or LOGICAL_DNS for host names)"
+                )));
+            }
+            if !valid_dns_name(host) {
+                return Err(host_node.err(format!("\"{host}\" is not a valid host name")));
+            }
+            host.to_owned()
+        }
+    };
+    let p = s.req("port_value")?;
+    let port = u16::try_from(p.as_u64_in(1, 65535)?).map_err(|_| p.err("port out of range"))?;
+    if let Some(pr) = s.get("protocol") {
+        let proto = pr.as_str()?;
+        if proto.eq_ignore_ascii_case("udp") {
+            return Err(pr.unsupported(Some("UDP upstreams")));
+        }
+        if !proto.eq_ignore_ascii_case("tcp") {
+            return Err(pr.err(format!("expected TCP, got \"{proto}\"")));
+        }
+    }
+    Ok(Endpoint { host, port })
+}
+
+fn valid_dns_name(host: &str) -> bool {
+    let h = host.strip_suffix('.').unwrap_or(host);
+    !h.is_empty()
+        && h.len() <= 253
+        && h.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+fn circuit_breakers(node: &Node<'_>) -> Result<CircuitBreakers> {
+    let o = node.obj_with(&["thresholds"], &["per_host_thresholds"])?;
+    let mut found: Option<(CircuitBreakers, String)> = None;
+    for t in o.items("thresholds") {
+        let to = t.obj_with(
+            &[
+                "priority",
+                "max_connections",
+                "max_pending_requests",
+                "max_requests",
+                "max_retries",
+            ],
+            &["retry_budget", "track_remaining", "max_connection_pools"],
+        )?;
+        if let Some(p) = to.get("priority") {
+            match p.as_str()? {
+                "DEFAULT" => {}
+                "HIGH" => return Err(p.unsupported(Some("only priority DEFAULT"))),
+                other => {
+                    return Err(p.err(format!("expected DEFAULT or HIGH, got \"{other}\"")));
+                }
+            }
+        }
+        if let Some((_, first)) = &found {
+            return Err(t.err(format!(
+                "duplicate DEFAULT priority thresholds (also {first})"
+            )));
+        }
+        let d = CircuitBreakers::default();
+        let num = |key: &str, default: u32| -> Result<u32> {
+            match to.get(key) {
+                Some(n) => Ok(n.as_u64_in(0, u64::from(u32::MAX))? as u32),
+                None => Ok(default),
+            }
+        };
+        let cb = CircuitBreakers {
+            max_connections: num("max_connections", d.max_connections)?,
+            max_pending_requests: num("max_pending_requests", d.max_pending_requests)?,
+            max_requests: num("max_requests", d.max_requests)?,
+            max_retries: num("max_retries", d.max_retries)?,
+        };
+        found = Some((cb, t.path.clone()));
+    }
+    Ok(found.map(|(cb, _)| cb).unwrap_or_default())
+}
+
+fn transport_socket(node: &Node<'_>) -> Result<UpstreamTls> {
+    let o = node.obj(&["name", "typed_config"])?;
+    if let Some(n) = o.get("name") {
+        let name = n.as_str()?;
+        if name != TLS_TRANSPORT_SOCKET {
+            return Err(n.err(format!(
+                "unsupported transport socket \"{name}\" (only {TLS_TRANSPORT_SOCKET}; omit \
+                 transport_socket for plaintext)"
+            )));
+        }
+    }
+    upstream_tls_context(&o.req("typed_config")?)
+}
+
+/// `typed_extension_protocol_options` (`HttpProtocolOptions.explicit_http_config`) or the legacy
+/// cluster field `http2_protocol_options`.
+fn protocol(o: &Obj<'_>) -> Result<UpstreamProtocol> {
+    let legacy = match o.get("http2_protocol_options") {
+        Some(h2) => {
+            h2.obj_with(&[], HTTP2_OPTIONS)?;
+            Some(UpstreamProtocol::Http2)
+        }
+        None => None,
+    };
+    let Some(teo) = o.get("typed_extension_protocol_options") else {
+        return Ok(legacy.unwrap_or_default());
+    };
+    let map = teo.obj_with(
+        &[HTTP_PROTOCOL_OPTIONS],
+        &[
+            "envoy.extensions.upstreams.tcp.v3.TcpProtocolOptions",
+            "envoy.filters.network.http_connection_manager",
+        ],
+    )?;
+    let Some(hpo) = map.get(HTTP_PROTOCOL_OPTIONS) else {
+        return Ok(legacy.unwrap_or_default());
+    };
+    if legacy.is_some() {
+        return Err(teo.err("cannot be combined with the legacy http2_protocol_options"));
+    }
+    let t = hpo.typed(
+        HTTP_PROTOCOL_OPTIONS_TYPE,
+        &["explicit_http_config"],
+        &[
+            "common_http_protocol_options",
+            "upstream_http_protocol_options",
+            "use_downstream_protocol_config",
+            "auto_config",
+            "http_filters",
+            "header_validation_config",
+            "outlier_detection",
+        ],
+    )?;
+    let ehc = t.req("explicit_http_config")?;
+    const KINDS: [&str; 3] = [
+        "http_protocol_options",
+        "http2_protocol_options",
+        "http3_protocol_options",
+    ];
+    let eo = ehc.obj(&KINDS)?;
+    match eo.present(&KINDS).as_slice() {
+        ["http_protocol_options"] => {
+            eo.req("http_protocol_options")?
+                .obj_with(&[], HTTP1_OPTIONS)?;
+            Ok(UpstreamProtocol::Http1)
+        }
+        ["http2_protocol_options"] => {
+            eo.req("http2_protocol_options")?
+                .obj_with(&[], HTTP2_OPTIONS)?;
+            Ok(UpstreamProtocol::Http2)
+        }
+        ["http3_protocol_options"] => Err(eo
+            .req("http3_protocol_options")?
+            .unsupported(Some("HTTP/3"))),
+        [] => Err(ehc.err(
+            "needs one of http_protocol_options, http2_protocol_options, http3_protocol_options",
+        )),
+        _ => Err(ehc.err(
+            "only one of http_protocol_options, http2_protocol_options, http3_protocol_options \
+             may be set",
+        )),
+    }
+}
+
+/// The names of the configured clusters, for checking references.
+pub(crate) type ClusterNames = std::collections::HashSet<String>;
+
+/// A `cluster` field that must name a configured cluster.
+pub(crate) fn cluster_ref(node: &Node<'_>, names: &ClusterNames) -> Result<String> {
+    let name = node.non_empty_str()?;
+    if !names.contains(name) {
+        return Err(node.err(format!("unknown cluster '{name}'")));
+    }
+    Ok(name.to_owned())
+}

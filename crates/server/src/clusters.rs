@@ -1,0 +1,83 @@
+//! From the configuration's clusters to the upstream crate's cluster manager.
+
+use quickshake_config::{read_data_source, Cluster, ClusterDiscovery, LbPolicy, UpstreamProtocol};
+use quickshake_stats::Store;
+use quickshake_upstream::{
+    ClusterManager, ClusterSpec, Discovery, Limits, Protocol, UpstreamTlsSpec,
+};
+
+use crate::ServerError;
+
+/// Build every cluster (upstream TLS material is read here; errors name the field).
+pub fn cluster_manager(clusters: &[Cluster], store: &Store) -> Result<ClusterManager, ServerError> {
+    let specs = clusters.iter().map(spec).collect::<Result<Vec<_>, _>>()?;
+    ClusterManager::new(specs, store).map_err(|e| ServerError::Invalid {
+        field: "static_resources.clusters".into(),
+        reason: e.to_string(),
+    })
+}
+
+fn spec(c: &Cluster) -> Result<ClusterSpec, ServerError> {
+    let tls = match &c.upstream_tls {
+        None => None,
+        Some(t) => {
+            let field = format!("{}.transport_socket", c.path);
+            let read = |ds: &quickshake_config::DataSource, f: &str| {
+                read_data_source(ds, &format!("{field}.{f}"))
+            };
+            let (cert, key) = match &t.client_certificate {
+                Some(cc) => (
+                    Some(read(
+                        &cc.certificate_chain,
+                        "tls_certificates[0].certificate_chain",
+                    )?),
+                    match &cc.private_key {
+                        Some(k) => Some(read(k, "tls_certificates[0].private_key")?),
+                        None => None,
+                    },
+                ),
+                None => (None, None),
+            };
+            Some(UpstreamTlsSpec {
+                sni: t.sni.clone(),
+                trusted_ca_pem: match &t.trusted_ca {
+                    Some(ca) => Some(read(ca, "validation_context.trusted_ca")?),
+                    None => None,
+                },
+                alpn: t.alpn_protocols.clone(),
+                client_cert_pem: cert,
+                client_key_pem: key,
+            })
+        }
+    };
+    Ok(ClusterSpec {
+        name: c.name.clone(),
+        connect_timeout: c.connect_timeout,
+        discovery: match c.discovery {
+            ClusterDiscovery::Static => Discovery::Static,
+            ClusterDiscovery::StrictDns => Discovery::StrictDns,
+            ClusterDiscovery::LogicalDns => Discovery::LogicalDns,
+        },
+        dns_refresh_rate: c.dns_refresh_rate,
+        lb: match c.lb_policy {
+            LbPolicy::RoundRobin => quickshake_upstream::LbPolicy::RoundRobin,
+            LbPolicy::LeastRequest => quickshake_upstream::LbPolicy::LeastRequest,
+        },
+        endpoints: c
+            .endpoints
+            .iter()
+            .map(|e| (e.host.clone(), e.port))
+            .collect(),
+        limits: Limits {
+            max_connections: c.circuit_breakers.max_connections,
+            max_pending_requests: c.circuit_breakers.max_pending_requests,
+            max_requests: c.circuit_breakers.max_requests,
+            max_retries: c.circuit_breakers.max_retries,
+        },
+        tls,
+        protocol: match c.protocol {
+            UpstreamProtocol::Http1 => Protocol::Http1,
+            UpstreamProtocol::Http2 => Protocol::Http2,
+        },
+    })
+}

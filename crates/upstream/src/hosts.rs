@@ -1,0 +1,315 @@
+//! Endpoint discovery (static, STRICT_DNS, LOGICAL_DNS) and load balancing.
+//!
+//! DNS clusters resolve lazily: the first request resolves inline (on the
+//! worker's runtime, via `tokio::net::lookup_host`) and then starts one small
+//! dedicated thread per cluster that re-resolves every `dns_refresh_rate` with
+//! the blocking resolver. The thread holds only a weak reference and exits
+//! once the cluster is dropped. A failed (or empty) resolution of a name keeps
+//! that name's last good addresses and counts `update_failure`.
+
+use std::cell::Cell;
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::time::Duration;
+
+use crate::spec::{Discovery, LbPolicy};
+use crate::stats::ClusterStats;
+use crate::UpstreamError;
+
+/// One upstream address.
+#[derive(Debug)]
+pub(crate) struct Host {
+    pub(crate) addr: SocketAddr,
+    /// Requests in flight to this host (for least-request balancing).
+    pub(crate) active_rq: AtomicU64,
+}
+
+/// The hosts of one cluster, and how to refresh them.
+pub(crate) struct HostSet {
+    hosts: RwLock<Arc<Vec<Arc<Host>>>>,
+    /// Bumped on every membership change, so per-worker pools can prune.
+    generation: AtomicU64,
+    rr: AtomicUsize,
+    discovery: Discovery,
+    names: Vec<(String, u16)>,
+    refresh: Duration,
+    /// Last good addresses of each entry of `names`.
+    last_good: Mutex<Vec<Vec<SocketAddr>>>,
+    first: tokio::sync::OnceCell<()>,
+    stats: ClusterStats,
+}
+
+impl HostSet {
+    /// Static clusters get their hosts now; DNS clusters start empty.
+    pub(crate) fn new(
+        cluster: &str,
+        discovery: Discovery,
+        names: Vec<(String, u16)>,
+        refresh: Duration,
+        stats: ClusterStats,
+    ) -> Result<Self, UpstreamError> {
+        let mut initial = Vec::new();
+        if discovery == Discovery::Static {
+            for (h, p) in &names {
+                let ip: IpAddr = h
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse()
+                    .map_err(|_| UpstreamError::Config {
+                        cluster: cluster.to_owned(),
+                        reason: format!("STATIC endpoint {h:?} is not an IP address"),
+                    })?;
+                initial.push(SocketAddr::new(ip, *p));
+            }
+        }
+        let set = HostSet {
+            hosts: RwLock::new(Arc::new(Vec::new())),
+            generation: AtomicU64::new(0),
+            rr: AtomicUsize::new(0),
+            last_good: Mutex::new(vec![Vec::new(); names.len()]),
+            discovery,
+            names,
+            refresh,
+            first: tokio::sync::OnceCell::new(),
+            stats,
+        };
+        set.install(initial);
+        Ok(set)
+    }
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn snapshot(&self) -> Arc<Vec<Arc<Host>>> {
+        self.hosts
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the membership, keeping the `Host` (and its counters) of
+    /// addresses that stay.
+    fn install(&self, mut addrs: Vec<SocketAddr>) {
+        let mut seen = std::collections::HashSet::new();
+        addrs.retain(|a| seen.insert(*a));
+        let mut guard = self.hosts.write().unwrap_or_else(PoisonError::into_inner);
+        let old = guard.clone();
+        let same = old.len() == addrs.len() && old.iter().zip(&addrs).all(|(h, a)| h.addr == *a);
+        if same && !old.is_empty() {
+            return;
+        }
+        let new: Vec<Arc<Host>> = addrs
+            .into_iter()
+            .map(|a| {
+                old.iter()
+                    .find(|h| h.addr == a)
+                    .cloned()
+                    .unwrap_or_else(|| {
+                        Arc::new(Host {
+                            addr: a,
+                            active_rq: AtomicU64::new(0),
+                        })
+                    })
+            })
+            .collect();
+        let n = i64::try_from(new.len()).unwrap_or(i64::MAX);
+        *guard = Arc::new(new);
+        drop(guard);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.stats.membership_healthy.set(n);
+        self.stats.membership_total.set(n);
+        self.stats.membership_change.inc();
+    }
+
+    /// Applies one round of per-name results (`None`: that name failed).
+    fn apply(&self, results: Vec<Option<Vec<SocketAddr>>>) {
+        let all = {
+            let mut last = self
+                .last_good
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            for (i, r) in results.into_iter().enumerate() {
+                self.stats.update_attempt.inc();
+                match r {
+                    Some(mut addrs) if !addrs.is_empty() => {
+                        if self.discovery == Discovery::LogicalDns {
+                            addrs.truncate(1);
+                        }
+                        self.stats.update_success.inc();
+                        if let Some(slot) = last.get_mut(i) {
+                            *slot = addrs;
+                        }
+                    }
+                    _ => self.stats.update_failure.inc(),
+                }
+            }
+            last.concat()
+        };
+        self.install(all);
+    }
+
+    /// Resolves DNS clusters on first use and starts their refresh thread.
+    pub(crate) async fn ensure_resolved(self: &Arc<Self>) {
+        if self.discovery == Discovery::Static {
+            return;
+        }
+        self.first
+            .get_or_init(|| async {
+                let mut results = Vec::with_capacity(self.names.len());
+                for (h, p) in &self.names {
+                    let r = match tokio::net::lookup_host((h.as_str(), *p)).await {
+                        Ok(it) => Some(it.collect::<Vec<_>>()),
+                        Err(e) => {
+                            tracing::warn!(host = %h, error = %e, "upstream DNS resolution failed");
+                            None
+                        }
+                    };
+                    results.push(r);
+                }
+                self.apply(results);
+                self.start_refresh();
+            })
+            .await;
+    }
+
+    fn start_refresh(self: &Arc<Self>) {
+        let weak: Weak<HostSet> = Arc::downgrade(self);
+        let every = self.refresh.max(Duration::from_millis(10));
+        let spawned = std::thread::Builder::new()
+            .name("upstream-dns".into())
+            .spawn(move || loop {
+                std::thread::sleep(every);
+                let Some(set) = weak.upgrade() else { return };
+                let results = set
+                    .names
+                    .iter()
+                    .map(|(h, p)| match (h.as_str(), *p).to_socket_addrs() {
+                        Ok(it) => Some(it.collect()),
+                        Err(e) => {
+                            tracing::warn!(host = %h, error = %e, "upstream DNS refresh failed");
+                            None
+                        }
+                    })
+                    .collect();
+                set.apply(results);
+            });
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "cannot start the upstream DNS refresh thread");
+        }
+    }
+
+    /// Picks a host, or `None` when there is none.
+    pub(crate) fn pick(&self, lb: LbPolicy) -> Option<Arc<Host>> {
+        let hosts = self.snapshot();
+        let n = hosts.len();
+        match n {
+            0 => None,
+            1 => hosts.first().cloned(),
+            _ => match lb {
+                LbPolicy::RoundRobin => {
+                    let i = self.rr.fetch_add(1, Ordering::Relaxed) % n;
+                    hosts.get(i).cloned()
+                }
+                LbPolicy::LeastRequest => {
+                    let r = random();
+                    let a = (r % n as u64) as usize;
+                    let b = (a + 1 + ((r >> 32) % (n as u64 - 1)) as usize) % n;
+                    let (ha, hb) = (hosts.get(a)?, hosts.get(b)?);
+                    let load = |h: &Host| h.active_rq.load(Ordering::Relaxed);
+                    Some(if load(hb) < load(ha) { hb } else { ha }.clone())
+                }
+            },
+        }
+    }
+}
+
+/// A per-thread xorshift generator, seeded from the OS-seeded `RandomState`.
+fn random() -> u64 {
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(RandomState::new().hash_one(std::thread::current().id()) | 1);
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        x
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(n: usize) -> HostSet {
+        let names = (0..n)
+            .map(|i| ("127.0.0.1".to_string(), 1000 + i as u16))
+            .collect();
+        let stats = ClusterStats::new(&quickshake_stats::Store::new(), "t");
+        HostSet::new("t", Discovery::Static, names, Duration::from_secs(1), stats).expect("set")
+    }
+
+    #[test]
+    fn round_robin_cycles() {
+        let s = set(3);
+        let ports: Vec<u16> = (0..6)
+            .map(|_| {
+                s.pick(LbPolicy::RoundRobin)
+                    .map(|h| h.addr.port())
+                    .unwrap_or(0)
+            })
+            .collect();
+        assert_eq!(ports, [1000, 1001, 1002, 1000, 1001, 1002]);
+    }
+
+    #[test]
+    fn least_request_avoids_busy_host() {
+        let s = set(2);
+        let hosts = s.snapshot();
+        hosts[0].active_rq.store(10, Ordering::Relaxed);
+        for _ in 0..20 {
+            let h = s.pick(LbPolicy::LeastRequest).map(|h| h.addr.port());
+            assert_eq!(h, Some(1001));
+        }
+    }
+
+    #[test]
+    fn static_rejects_names() {
+        let stats = ClusterStats::new(&quickshake_stats::Store::new(), "t");
+        let r = HostSet::new(
+            "t",
+            Discovery::Static,
+            vec![("example.com".into(), 80)],
+            Duration::from_secs(1),
+            stats,
+        );
+        assert!(matches!(r, Err(UpstreamError::Config { .. })));
+    }
+
+    #[test]
+    fn failure_keeps_last_good() {
+        let stats = ClusterStats::new(&quickshake_stats::Store::new(), "d");
+        let s = HostSet::new(
+            "d",
+            Discovery::StrictDns,
+            vec![("a".into(), 1), ("b".into(), 2)],
+            Duration::from_secs(1),
+            stats.clone(),
+        )
+        .expect("set");
+        let a: SocketAddr = "10.0.0.1:1".parse().expect("addr");
+        let b: SocketAddr = "10.0.0.2:2".parse().expect("addr");
+        s.apply(vec![Some(vec![a]), Some(vec![b])]);
+        assert_eq!(s.snapshot().len(), 2);
+        s.apply(vec![None, Some(vec![])]);
+        assert_eq!(s.snapshot().len(), 2);
+        assert_eq!(stats.update_success.value(), 2);
+        assert_eq!(stats.update_failure.value(), 2);
+        assert_eq!(stats.membership_healthy.value(), 2);
+    }
+}
