@@ -369,7 +369,9 @@ fn raw_exchange(gw: &Gateway, raw: &[u8]) -> (Vec<u16>, bool, u64) {
     s.get_ref()
         .set_read_timeout(Some(Duration::from_millis(1500)))
         .expect("timeout");
-    s.write_all(raw).expect("write");
+    // The gateway may answer (431) and close before it has read everything: a failed write is
+    // part of the outcome, not an error of the harness.
+    let _ = s.write_all(raw);
     let mut codes = Vec::new();
     while let Some((code, _)) = read_response(&mut s) {
         codes.push(code);
@@ -512,9 +514,6 @@ fn oversized_headers_are_refused_and_counted() {
 /// error). The gateway answers them correctly but counts nothing: hyper answers them before the
 /// request reaches `handle_request`, and `serve_connection`'s error is dropped.
 #[test]
-#[ignore = "BUG: codec-level 431/400 replies are not counted (http.ingress_http.downstream_rq_4xx \
-            and downstream_cx_protocol_error stay 0); crates/server/src/connection.rs drops the \
-            hyper connection error"]
 fn refused_requests_are_counted() {
     let gw = Gateway::start(&hostile_config(), &["--concurrency", "1"]);
     let http = "http.ingress_http.";

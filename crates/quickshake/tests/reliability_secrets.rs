@@ -467,9 +467,6 @@ fn provider_key_readable_by_others_warns_through_symlinks() {
 }
 
 #[test]
-#[ignore = "BUG: a plain `private_key: { filename }` readable by group or others gives no \
-            warning; only provider keys are checked (crates/keyprovider/src/lib.rs \
-            load_provider_key calls key_file_permission_warning, the inline TLS path does not)"]
 fn plain_key_readable_by_others_warns_through_symlinks() {
     let log = log_with_key(0o600, true, &plain_entry());
     assert!(!log.contains(WARNING), "0600 through a symlink: {log}");

@@ -195,6 +195,18 @@ async fn serve_network<S>(
     }
 }
 
+/// hyper answered a malformed request itself (400, or 431 for oversized headers) before any
+/// handler ran: count it as Envoy does (`downstream_cx_protocol_error`, and the 4xx reply).
+fn count_protocol_error(rt: &HttpRuntime, e: &(dyn std::error::Error + 'static)) {
+    let Some(h) = e.downcast_ref::<hyper::Error>() else {
+        return;
+    };
+    if h.is_parse() || h.is_parse_too_large() {
+        rt.stats.downstream_cx_protocol_error.inc();
+        rt.stats.downstream_rq_xx[3].inc();
+    }
+}
+
 /// Read a PROXY protocol header (v1 or v2) and nothing more than needed: the client address
 /// it carries (none for LOCAL/UNKNOWN) and the bytes read past it.
 async fn read_proxy_header(
@@ -356,7 +368,12 @@ async fn serve_http<S>(
             .idle_for()
             .map_or(idle, |spent| idle.saturating_sub(spent));
         tokio::select! {
-            _ = conn.as_mut() => break,
+            done = conn.as_mut() => {
+                if let Err(e) = done {
+                    count_protocol_error(&rt, e.as_ref());
+                }
+                break;
+            }
             _ = tokio::time::sleep(wait.max(Duration::from_millis(1))) => {
                 if info.idle_for().is_some_and(|spent| spent >= idle) {
                     stats.downstream_cx_idle_timeout.inc();

@@ -33,6 +33,7 @@ pub struct HttpStats {
     pub downstream_cx_active: Gauge,
     pub downstream_cx_destroy: Counter,
     pub downstream_cx_idle_timeout: Counter,
+    pub downstream_cx_protocol_error: Counter,
     pub no_route: Counter,
 }
 
@@ -62,6 +63,7 @@ impl HttpStats {
             downstream_cx_active: store.gauge(&format!("http.{prefix}.downstream_cx_active")),
             downstream_cx_destroy: c("downstream_cx_destroy"),
             downstream_cx_idle_timeout: c("downstream_cx_idle_timeout"),
+            downstream_cx_protocol_error: c("downstream_cx_protocol_error"),
             no_route: c("no_route"),
         }
     }

@@ -95,6 +95,9 @@ pub fn load_key(
     cert_key: &PKey<Public>,
 ) -> Result<PKey<Private>, TlsError> {
     let pem = read_data_source(ds, field)?;
+    if let Some(warning) = quickshake_config::key_file_permission_warning(ds) {
+        tracing::warn!(field, "{warning}");
+    }
     let file = source_name(ds);
     let key = PKey::private_key_from_pem(&pem).map_err(|_| TlsError::File {
         field: field.to_string(),

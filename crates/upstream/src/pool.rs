@@ -111,12 +111,12 @@ struct RequestGuard {
     _permit: Permit,
     /// HTTP/1.1 connection to give back once the response is complete.
     reuse: Option<(Arc<Endpoint>, H1)>,
+    dispatched: bool,
 }
 
 impl RequestGuard {
     fn new(stats: &ClusterStats, host: Arc<Host>, permit: Permit) -> Self {
         host.active_rq.fetch_add(1, Ordering::Relaxed);
-        stats.rq_total.inc();
         stats.rq_active.inc();
         RequestGuard {
             stats: stats.clone(),
@@ -124,6 +124,16 @@ impl RequestGuard {
             start: Instant::now(),
             _permit: permit,
             reuse: None,
+            dispatched: false,
+        }
+    }
+
+    /// Counts `upstream_rq_total` once, when the request is handed to a
+    /// connection (as Envoy does; a request failing to connect is not counted).
+    fn dispatch(&mut self) {
+        if !self.dispatched {
+            self.dispatched = true;
+            self.stats.rq_total.inc();
         }
     }
 
@@ -189,7 +199,7 @@ pub(crate) async fn send(
     let ep = sh.pools.endpoint(&sh.hosts, addr);
     let resp = match sh.protocol {
         Protocol::Http1 => {
-            let got = match send_on_idle(&ep, req).await? {
+            let got = match send_on_idle(&ep, req, &mut guard).await? {
                 Reuse::Sent(resp, s) => {
                     guard.reuse = Some((ep.clone(), s));
                     Ok(resp)
@@ -210,6 +220,7 @@ pub(crate) async fn send(
                             tracing::debug!(error = %e, "upstream HTTP/1.1 connection ended");
                         }
                     });
+                    guard.dispatch();
                     let resp = s
                         .send_request(req)
                         .await
@@ -220,12 +231,30 @@ pub(crate) async fn send(
             }
         }
         Protocol::Http2 => {
-            let mut s = h2_sender(sh, &ep, addr).await?;
-            s.ready().await.map_err(UpstreamError::from_hyper)?;
             to_h2_form(&mut req, sh.connector.tls.is_some(), addr)?;
-            s.send_request(req)
-                .await
-                .map_err(UpstreamError::from_hyper)?
+            // A shared connection that closed (GOAWAY, idle close) under us
+            // gets one fresh replacement if it never took the request.
+            let mut fresh_tried = false;
+            loop {
+                let mut s = h2_sender(sh, &ep, addr).await?;
+                let unsent = match s.ready().await {
+                    Err(e) => (Some(req), e),
+                    Ok(()) => {
+                        guard.dispatch();
+                        match s.try_send_request(req).await {
+                            Ok(resp) => break resp,
+                            Err(mut e) => (e.take_message(), e.into_error()),
+                        }
+                    }
+                };
+                match unsent {
+                    (Some(r), _) if !fresh_tried && s.is_closed() => {
+                        fresh_tried = true;
+                        req = r;
+                    }
+                    (_, e) => return Err(UpstreamError::from_hyper(e)),
+                }
+            }
         }
     };
     sh.stats.record_response(resp.status().as_u16());
@@ -243,11 +272,13 @@ enum Reuse {
 async fn send_on_idle(
     ep: &Endpoint,
     mut req: Request<RequestBody>,
+    guard: &mut RequestGuard,
 ) -> Result<Reuse, UpstreamError> {
     while let Some(mut s) = ep.pop_idle() {
         if s.ready().await.is_err() {
             continue;
         }
+        guard.dispatch();
         match s.try_send_request(req).await {
             Ok(resp) => return Ok(Reuse::Sent(resp, s)),
             Err(mut e) => match e.take_message() {

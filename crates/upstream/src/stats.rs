@@ -25,9 +25,11 @@ pub struct ClusterStats {
     pub cx_destroy: Counter,
     /// `upstream_cx_connect_ms` (histogram, milliseconds).
     pub cx_connect_ms: Histogram,
-    /// `upstream_rq_total`: requests handed to a connection.
+    /// `upstream_rq_total`: requests handed to a connection (not those that
+    /// failed to get one).
     pub rq_total: Counter,
-    /// `upstream_rq_active`: requests in flight (until the response body ends).
+    /// `upstream_rq_active`: requests from endpoint choice (waiting for a
+    /// connection included) until the response body ends or is dropped.
     pub rq_active: Gauge,
     /// `upstream_rq_pending_total`: requests that had to wait for a new connection.
     pub rq_pending_total: Counter,

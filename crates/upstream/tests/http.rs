@@ -89,6 +89,52 @@ async fn dropped_body_does_not_return_connection() {
     assert_eq!(counter(&store, "cluster.d.upstream_cx_total"), 2);
 }
 
+/// An upstream that answers one keep-alive response per connection, then
+/// closes the idle connection shortly after.
+async fn closing_upstream() -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = l.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut got = Vec::new();
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tcp.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = tcp
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await;
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn idle_connection_closed_by_upstream() {
+    let addr = closing_upstream().await;
+    let store = Store::new();
+    let cm = ClusterManager::new(vec![static_spec("idle", &[addr])], &store).expect("manager");
+    let c = cm.cluster("idle").expect("cluster");
+    for _ in 0..3 {
+        let (status, body) = fetch(&c, "/").await.expect("response");
+        assert_eq!((status, body.as_str()), (200, "ok"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(counter(&store, "cluster.idle.upstream_cx_total"), 3);
+    assert_eq!(counter(&store, "cluster.idle.upstream_rq_total"), 3);
+    assert_eq!(gauge(&store, "cluster.idle.upstream_cx_active"), 0);
+    assert_eq!(counter(&store, "cluster.idle.upstream_cx_destroy"), 3);
+}
+
 #[tokio::test]
 async fn least_request_spreads() {
     let (a, _) = upstream(Kind::H1).await;
@@ -152,6 +198,7 @@ async fn connect_failure_counts() {
     assert_eq!(err.response_flag(), "UF");
     assert_eq!(counter(&store, "cluster.dead.upstream_cx_connect_fail"), 1);
     assert_eq!(counter(&store, "cluster.dead.upstream_cx_total"), 1);
+    assert_eq!(counter(&store, "cluster.dead.upstream_rq_total"), 0);
     assert_eq!(
         counter(&store, "cluster.dead.upstream_rq_pending_failure_eject"),
         1

@@ -4,6 +4,7 @@
 
 pub mod providers;
 pub mod tls_client;
+pub mod upstreams;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
