@@ -18,6 +18,7 @@ pub mod engines;
 pub mod key;
 pub mod method;
 pub mod padding;
+pub mod priority;
 pub mod provider;
 pub mod queue;
 pub mod stats;

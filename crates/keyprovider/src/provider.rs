@@ -15,6 +15,13 @@ use crate::stats::ProviderStats;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Whether CPU engines compute on batch threads (default) or on the worker
+/// (`QUICKSHAKE_BATCH_THREADS=0`, to compare).
+pub fn batch_threads() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("QUICKSHAKE_BATCH_THREADS").map_or(true, |v| v != "0"))
+}
+
 pub struct ProviderCore {
     pub id: u64,
     pub engine: Arc<dyn Engine>,
@@ -27,6 +34,10 @@ pub struct ProviderCore {
     pub fallback: bool,
     pub stats: ProviderStats,
     created: Instant,
+    /// Batches computing on batch threads now, and a signal when one finishes: adaptive
+    /// batching keeps filling the next batch meanwhile, as it would while the worker computed.
+    pub in_flight: std::sync::atomic::AtomicUsize,
+    pub batch_done: tokio::sync::Notify,
     /// Seconds after `created` of the last problem logged (+1; 0 = never).
     last_log: AtomicU64,
 }
@@ -49,6 +60,8 @@ impl ProviderCore {
             fallback,
             stats,
             created: Instant::now(),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
+            batch_done: tokio::sync::Notify::new(),
             last_log: AtomicU64::new(0),
         }
     }
@@ -60,10 +73,21 @@ impl ProviderCore {
     /// Process one batch and reply to every operation in it: on this worker for CPU engines,
     /// on a blocking thread for offload engines (the worker keeps serving meanwhile).
     pub fn dispatch(self: &Arc<Self>, class: OpClass, batch: Vec<PendingOp>) {
-        if self.engine.capabilities().offload {
+        let caps = self.engine.capabilities();
+        // Offload engines wait: never on the worker. CPU engines: on a lower-priority batch
+        // thread (see `priority`), except batches that run on the scalar path anyway.
+        let small =
+            self.use_crossover && batch.len() < caps.rsa_min_batch.min(caps.ecdsa_min_batch);
+        if caps.offload || (batch_threads() && !small) {
             if let Ok(handle) = tokio::runtime::Handle::try_current() {
                 let core = self.clone();
-                handle.spawn_blocking(move || core.process(class, batch));
+                self.in_flight.fetch_add(1, Ordering::AcqRel);
+                handle.spawn_blocking(move || {
+                    crate::priority::lower_this_thread();
+                    core.process(class, batch);
+                    core.in_flight.fetch_sub(1, Ordering::AcqRel);
+                    core.batch_done.notify_waiters();
+                });
                 return;
             }
         }

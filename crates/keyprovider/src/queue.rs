@@ -106,7 +106,21 @@ fn arm_flush(core: Arc<ProviderCore>, class: OpClass, generation: u64) {
                 loop {
                     tokio::task::yield_now().await;
                     let now = queued(&core, class, generation);
-                    if now == 0 || now == seen || tokio::time::Instant::now() >= deadline {
+                    if now == 0 || tokio::time::Instant::now() >= deadline {
+                        break;
+                    }
+                    // A batch is computing on a batch thread: let this one fill until it ends.
+                    let done = core.batch_done.notified();
+                    tokio::pin!(done);
+                    done.as_mut().enable();
+                    if core.in_flight.load(std::sync::atomic::Ordering::Acquire) > 0 {
+                        tokio::select! {
+                            _ = done => {}
+                            _ = tokio::time::sleep_until(deadline) => {}
+                        }
+                        continue;
+                    }
+                    if now == seen {
                         break;
                     }
                     seen = now;

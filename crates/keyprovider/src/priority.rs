@@ -1,0 +1,34 @@
+//! Engine batches run on helper threads at a lower scheduling priority than the workers, so a
+//! worker keeps answering established connections while signatures are computed: the kernel
+//! preempts the batch whenever the worker has something to do, and the batch gets the core
+//! whenever the worker is idle. On one core this costs two context switches per batch and
+//! takes no CPU from anyone; on several it also lets a batch use an idle core.
+//!
+//! `unsafe` is needed for one libc call (`setpriority`), marked `// SAFETY:`.
+#![allow(unsafe_code)]
+
+use std::cell::Cell;
+
+/// Nice value of batch threads (workers run at 0).
+pub const BATCH_NICE: i32 = 10;
+
+thread_local! {
+    static LOWERED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Lower the calling thread's priority once (Linux: `setpriority` on a thread id applies to
+/// that thread only). Failure is harmless: the batch then competes at normal priority.
+pub fn lower_this_thread() {
+    LOWERED.with(|done| {
+        if done.get() {
+            return;
+        }
+        done.set(true);
+        // SAFETY: plain syscall wrappers with no pointers; `gettid` cannot fail, and
+        // `setpriority(PRIO_PROCESS, tid, nice)` only changes the calling thread's nice value.
+        unsafe {
+            let tid = libc::gettid();
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, BATCH_NICE);
+        }
+    });
+}
