@@ -32,3 +32,38 @@ pub fn lower_this_thread() {
         }
     });
 }
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+thread_local! {
+    /// This worker's batch thread (created on first use).
+    static BATCH_THREAD: std::cell::RefCell<Option<std::sync::mpsc::Sender<Job>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Run `job` on this worker's own batch thread: one per worker, batches in order (no two
+/// batches of a worker compete for the core), at [`BATCH_NICE`]. Returns the job back if the
+/// thread cannot be had, for the caller to run inline.
+pub fn run_on_batch_thread(job: Job) -> Result<(), Job> {
+    BATCH_THREAD.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            let (tx, rx) = std::sync::mpsc::channel::<Job>();
+            let spawned = std::thread::Builder::new()
+                .name("qs-batch".into())
+                .spawn(move || {
+                    lower_this_thread();
+                    while let Ok(job) = rx.recv() {
+                        job();
+                    }
+                });
+            if spawned.is_err() {
+                return Err(job);
+            }
+            *slot = Some(tx);
+        }
+        match slot.as_ref() {
+            Some(tx) => tx.send(job).map_err(|e| e.0),
+            None => Err(job),
+        }
+    })
+}

@@ -78,17 +78,27 @@ impl ProviderCore {
         // thread (see `priority`), except batches that run on the scalar path anyway.
         let small =
             self.use_crossover && batch.len() < caps.rsa_min_batch.min(caps.ecdsa_min_batch);
-        if caps.offload || (batch_threads() && !small) {
+        if caps.offload {
             if let Ok(handle) = tokio::runtime::Handle::try_current() {
                 let core = self.clone();
-                self.in_flight.fetch_add(1, Ordering::AcqRel);
-                handle.spawn_blocking(move || {
-                    crate::priority::lower_this_thread();
-                    core.process(class, batch);
-                    core.in_flight.fetch_sub(1, Ordering::AcqRel);
-                    core.batch_done.notify_waiters();
-                });
+                handle.spawn_blocking(move || core.process(class, batch));
                 return;
+            }
+        }
+        if batch_threads() && !small {
+            let core = self.clone();
+            self.in_flight.fetch_add(1, Ordering::AcqRel);
+            let job = Box::new(move || {
+                core.process(class, batch);
+                core.in_flight.fetch_sub(1, Ordering::AcqRel);
+                core.batch_done.notify_waiters();
+            });
+            match crate::priority::run_on_batch_thread(job) {
+                Ok(()) => return,
+                Err(job) => {
+                    job();
+                    return;
+                }
             }
         }
         self.process(class, batch);

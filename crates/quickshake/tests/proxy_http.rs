@@ -7,7 +7,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::upstreams::{cluster, fetch, proxy_config, route, HttpOpts, Upstream, HTTP2_UPSTREAM};
+use support::upstreams::{
+    cluster, cluster_of, fetch, proxy_config, route, HttpOpts, Upstream, HTTP2_UPSTREAM,
+};
 use support::{eventually, free_port, Gateway};
 
 const ARGS: &[&str] = &["--concurrency", "1"];
@@ -494,5 +496,100 @@ fn access_log_names_the_upstream_host() {
         text.trim_end(),
         format!("200 127.0.0.1:{} /logged", up.port),
         "%UPSTREAM_HOST% is the endpoint the request went to"
+    );
+}
+
+#[test]
+fn round_robin_spreads_requests_over_endpoints() {
+    let (a, b) = (
+        Upstream::http(HttpOpts::default()),
+        Upstream::http(HttpOpts::default()),
+    );
+    let cfg = proxy_config(
+        "",
+        "",
+        &route("/", "pair", ""),
+        "",
+        &cluster_of(
+            "pair",
+            "STATIC",
+            &[("127.0.0.1", a.port), ("127.0.0.1", b.port)],
+            "",
+        ),
+    );
+    let gw = Gateway::start(&cfg, ARGS);
+    for i in 0..6 {
+        assert_eq!(fetch(&["--http1.1"], &gw.url(&format!("/{i}"))).status, 200);
+    }
+    assert_eq!(
+        (a.state.request_count(), b.state.request_count()),
+        (3, 3),
+        "round robin over two endpoints"
+    );
+    assert_eq!(gw.counter("cluster.pair.membership_total"), 2);
+}
+
+#[test]
+fn connect_failure_is_retried_on_another_endpoint() {
+    let up = Upstream::http(HttpOpts::default());
+    let dead = free_port();
+    let cfg = proxy_config(
+        "",
+        "",
+        &route(
+            "/",
+            "half",
+            "                  retry_policy: { retry_on: connect-failure, num_retries: 1 }",
+        ),
+        "",
+        &cluster_of(
+            "half",
+            "STATIC",
+            &[("127.0.0.1", dead), ("127.0.0.1", up.port)],
+            "",
+        ),
+    );
+    let gw = Gateway::start(&cfg, ARGS);
+    for i in 0..4 {
+        let r = fetch(&["--http1.1"], &gw.url(&format!("/{i}")));
+        assert_eq!(r.status, 200, "request {i}: {r:?}");
+    }
+    assert_eq!(up.state.request_count(), 4);
+    assert!(gw.counter("cluster.half.upstream_cx_connect_fail") >= 1);
+    assert!(gw.counter("cluster.half.upstream_rq_retry") >= 1);
+}
+
+#[test]
+fn upstream_closing_connections_does_not_fail_requests() {
+    // Connection: close on every response.
+    let up = Upstream::http(HttpOpts {
+        no_keep_alive: true,
+        ..Default::default()
+    });
+    let gw = Gateway::start(&simple("closing", up.port, "", ""), ARGS);
+    for i in 0..5 {
+        let r = fetch(&["--http1.1"], &gw.url(&format!("/c/{i}")));
+        assert_eq!(r.status, 200, "request {i}: {r:?}");
+        assert_eq!(r.header("connection"), None, "hop-by-hop header passed on");
+    }
+    assert_eq!(up.state.connection_count(), 5);
+    drop(gw);
+
+    // Kept-alive connections the upstream closes while idle in the pool.
+    let up = Upstream::http(HttpOpts {
+        idle_close: Some(Duration::from_millis(100)),
+        ..Default::default()
+    });
+    let gw = Gateway::start(&simple("idle", up.port, "", ""), ARGS);
+    for i in 0..4 {
+        let r = fetch(&["--http1.1"], &gw.url(&format!("/i/{i}")));
+        assert_eq!(r.status, 200, "request {i}: {r:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(up.state.request_count(), 4);
+    assert!(
+        up.state.connection_count() >= 2,
+        "the upstream closed idle connections ({} opened)",
+        up.state.connection_count()
     );
 }

@@ -138,6 +138,10 @@ pub struct HttpOpts {
     pub delay: Duration,
     /// Statuses of the first requests, in order; 200 after them.
     pub statuses: Vec<u16>,
+    /// HTTP/1.1: answer `connection: close` and close after each response.
+    pub no_keep_alive: bool,
+    /// HTTP/1.1: close a kept-alive connection idle this long (hyper's header read timeout).
+    pub idle_close: Option<Duration>,
 }
 
 impl HttpOpts {
@@ -230,10 +234,14 @@ impl Upstream {
         Self::spawn("http1", move |s, st| {
             let opts = opts.clone();
             Box::pin(async move {
+                let mut b = hyper::server::conn::http1::Builder::new();
+                b.keep_alive(!opts.no_keep_alive);
+                if let Some(idle) = opts.idle_close {
+                    b.timer(hyper_util::rt::TokioTimer::new())
+                        .header_read_timeout(idle);
+                }
                 let svc = service_fn(move |req| echo(req, st.clone(), opts.clone()));
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(s), svc)
-                    .await;
+                let _ = b.serve_connection(TokioIo::new(s), svc).await;
             })
         })
     }
@@ -602,6 +610,19 @@ pub fn route(prefix: &str, cluster: &str, route_extra: &str) -> String {
 /// A cluster entry (`type` STATIC, STRICT_DNS or LOGICAL_DNS) with one endpoint; `extra`
 /// lines are cluster fields indented 4 spaces.
 pub fn cluster(name: &str, kind: &str, host: &str, port: u16, extra: &str) -> String {
+    cluster_of(name, kind, &[(host, port)], extra)
+}
+
+/// A cluster entry with several endpoints (see [`cluster`]).
+pub fn cluster_of(name: &str, kind: &str, endpoints: &[(&str, u16)], extra: &str) -> String {
+    let eps: String = endpoints
+        .iter()
+        .map(|(host, port)| {
+            format!(
+                "        - endpoint: {{ address: {{ socket_address: {{ address: {host}, port_value: {port} }} }} }}\n"
+            )
+        })
+        .collect();
     format!(
         r#"  - name: {name}
     type: {kind}
@@ -611,8 +632,7 @@ pub fn cluster(name: &str, kind: &str, host: &str, port: u16, extra: &str) -> St
       cluster_name: {name}
       endpoints:
       - lb_endpoints:
-        - endpoint: {{ address: {{ socket_address: {{ address: {host}, port_value: {port} }} }} }}
-"#
+{eps}"#
     )
 }
 
