@@ -137,7 +137,6 @@ fn grpc_unary_call_passes_messages_and_trailers() {
 }
 
 #[test]
-#[ignore = "BUG: crates/server/src/proxy.rs HOP_BY_HOP strips `te` unconditionally; Envoy forwards `te: trailers` (gRPC servers such as grpc-java check it to detect proxies that drop trailers)"]
 fn grpc_te_trailers_reaches_the_upstream() {
     let up = Upstream::grpc();
     let gw = grpc_gateway(&up);

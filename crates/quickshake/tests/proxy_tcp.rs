@@ -353,7 +353,6 @@ fn proxy_protocol_in_front_of_tcp_proxy() {
 }
 
 #[test]
-#[ignore = "BUG: crates/server/src/http.rs log_record() snapshots the request before crates/server/src/proxy.rs prepare_headers() runs, so %REQ(X-FORWARDED-FOR)% and %REQ(X-REQUEST-ID)% (both in the default format) log '-' instead of the values Envoy logs (the appended client address and the generated request id)"]
 fn access_log_sees_the_headers_the_gateway_set() {
     let up = Upstream::http(HttpOpts::default());
     let hcm = r#"          use_remote_address: true

@@ -212,7 +212,7 @@ pub async fn handle_request(
     let path = req.uri().path().to_string();
     let route =
         select_virtual_host(&rt.virtual_hosts, &authority).and_then(|vh| select_route(vh, &path));
-    let (mut resp, upstream_host) = match route.map(|r| (r, &r.action)) {
+    let (mut resp, fwd) = match route.map(|r| (r, &r.action)) {
         Some((_, RouteAction::DirectResponse { status, body })) => {
             (direct(*status, body.clone()), None)
         }
@@ -221,7 +221,7 @@ pub async fn handle_request(
             Some(cluster) => {
                 let (resp, fwd) =
                     forward(req, target, matched_prefix(route), cluster, &rt, &conn).await;
-                (resp, fwd.upstream_host)
+                (resp, Some(fwd))
             }
             None => (error_response(503, "no healthy upstream"), None),
         },
@@ -246,7 +246,11 @@ pub async fn handle_request(
             .exact()
             .unwrap_or(0);
         r.duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
-        r.upstream_host = upstream_host;
+        if let Some(f) = fwd {
+            r.upstream_host = f.upstream_host;
+            r.x_forwarded_for = f.x_forwarded_for.or(r.x_forwarded_for.take());
+            r.request_id = f.request_id.or(r.request_id.take());
+        }
         for l in &rt.loggers {
             l.log(r);
         }

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use quickshake_config::{RetryPolicy, RouteTarget};
 use quickshake_upstream::{Cluster, UpstreamBody, UpstreamError};
@@ -46,6 +46,9 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
 #[derive(Default)]
 pub struct Forwarded {
     pub upstream_host: Option<String>,
+    /// `x-forwarded-for` and `x-request-id` as sent upstream (the access log shows these).
+    pub x_forwarded_for: Option<String>,
+    pub request_id: Option<String>,
 }
 
 /// Forward one request. `matched_prefix` is the route's prefix (for `prefix_rewrite`).
@@ -62,36 +65,48 @@ pub async fn forward(
     let upgrade = websocket_upgrade(&parts.headers, rt);
     rewrite_path(&mut parts.uri, target, matched_prefix);
     prepare_headers(&mut parts.headers, rt, conn, upgrade);
+    let header = |n: &str| {
+        parts
+            .headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let mut fwd = Forwarded {
+        upstream_host: None,
+        x_forwarded_for: header("x-forwarded-for"),
+        request_id: header("x-request-id"),
+    };
     if upgrade {
         return (
             crate::upgrade::forward_upgrade(parts, body, cluster).await,
-            Forwarded::default(),
+            fwd,
         );
     }
-    // Buffer small bodies so they can be retried; stream the rest once.
+    // Buffer a small body so it can be sent again; a larger one is forwarded once, as Envoy
+    // does (its retries are then off).
     let policy = target.retry_policy.as_ref();
     let (buffered, mut streaming) = match policy {
-        Some(_) => match Limited::new(body, RETRY_BUFFER_LIMIT).collect().await {
-            Ok(b) => (Some(b.to_bytes()), None),
-            Err(_) => {
-                return (
-                    error_response(413, "request body too large to retry"),
-                    Forwarded::default(),
-                )
-            }
+        Some(_) => match buffer_for_retry(body).await {
+            Ok(replay) => (Some(replay), None),
+            Err(Ok(once)) => (None, Some(once)),
+            Err(Err(())) => return (error_response(400, "request body could not be read"), fwd),
         },
         None => (None, Some(body.boxed())),
     };
-    let tries = 1 + policy.map_or(0, |p| p.num_retries);
+    let tries = if buffered.is_none() {
+        1
+    } else {
+        1 + policy.map_or(0, |p| p.num_retries)
+    };
     let deadline = target.timeout.map(|t| started + t);
     let mut last = error_response(503, "no healthy upstream");
     for attempt in 0..tries {
         if attempt > 0 {
             cluster.stats().rq_retry.inc();
         }
-        let _ = attempt;
         let body = match (&buffered, streaming.take()) {
-            (Some(b), _) => full(b.clone()),
+            (Some(b), _) => b.body(),
             (None, Some(s)) => s,
             (None, None) => break,
         };
@@ -118,7 +133,7 @@ pub async fn forward(
                 let whole_expired = deadline.is_some_and(|d| Instant::now() >= d);
                 if whole_expired || !retries_on(policy, "reset") || retry_permit(cluster).is_none()
                 {
-                    return (last, Forwarded::default());
+                    return (last, fwd);
                 }
                 continue;
             }
@@ -128,12 +143,11 @@ pub async fn forward(
                 last = finish(resp, started);
             }
             Ok(resp) => {
-                return (
-                    finish(resp, started),
-                    Forwarded {
-                        upstream_host: None,
-                    },
-                )
+                fwd.upstream_host = resp
+                    .extensions()
+                    .get::<quickshake_upstream::UpstreamHost>()
+                    .map(|h| h.0.to_string());
+                return (finish(resp, started), fwd);
             }
             Err(e) => {
                 last = upstream_error_response(&e);
@@ -141,12 +155,12 @@ pub async fn forward(
                     || attempt + 1 >= tries
                     || retry_permit(cluster).is_none()
                 {
-                    return (last, Forwarded::default());
+                    return (last, fwd);
                 }
             }
         }
     }
-    (last, Forwarded::default())
+    (last, fwd)
 }
 
 /// A `max_retries` circuit-breaker slot for one retry (Envoy counts overflows and stops).
@@ -242,6 +256,14 @@ fn rewrite_path(uri: &mut Uri, target: &RouteTarget, matched_prefix: Option<&str
 }
 
 fn strip_hop_by_hop(h: &mut HeaderMap) {
+    // `te: trailers` is the one TE value that crosses a proxy (gRPC servers require it).
+    let te_trailers = h
+        .get(header::TE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|t| t.trim().eq_ignore_ascii_case("trailers"))
+        });
     let listed: Vec<String> = h
         .get_all(header::CONNECTION)
         .iter()
@@ -251,6 +273,55 @@ fn strip_hop_by_hop(h: &mut HeaderMap) {
     for name in HOP_BY_HOP.iter().map(|s| s.to_string()).chain(listed) {
         h.remove(name.as_str());
     }
+    if te_trailers {
+        h.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+}
+
+/// A request body kept to be sent again on a retry: its data and trailers.
+struct Replay {
+    data: Bytes,
+    trailers: Option<HeaderMap>,
+}
+
+impl Replay {
+    fn body(&self) -> Body {
+        let mut frames = vec![hyper::body::Frame::data(self.data.clone())];
+        if let Some(t) = &self.trailers {
+            frames.push(hyper::body::Frame::trailers(t.clone()));
+        }
+        let stream = futures_util::stream::iter(frames.into_iter().map(Ok::<_, hyper::Error>));
+        http_body_util::StreamBody::new(stream).boxed()
+    }
+}
+
+/// Read the body up to `RETRY_BUFFER_LIMIT`: `Ok` when it fits (replayable); `Err(Ok(body))`
+/// with the bytes read so far chained in front of the rest when it does not; `Err(Err(()))`
+/// when reading failed.
+async fn buffer_for_retry(mut body: Incoming) -> Result<Replay, Result<Body, ()>> {
+    let mut data = bytes::BytesMut::new();
+    let mut trailers = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| Err(()))?;
+        match frame.into_data() {
+            Ok(d) => {
+                data.extend_from_slice(&d);
+                if data.len() > RETRY_BUFFER_LIMIT {
+                    let head = futures_util::stream::iter([Ok::<_, hyper::Error>(
+                        hyper::body::Frame::data(data.freeze()),
+                    )]);
+                    let rest = http_body_util::BodyStream::new(body);
+                    let chained = futures_util::StreamExt::chain(head, rest);
+                    return Err(Ok(http_body_util::StreamBody::new(chained).boxed()));
+                }
+            }
+            Err(frame) => trailers = frame.into_trailers().ok(),
+        }
+    }
+    Ok(Replay {
+        data: data.freeze(),
+        trailers,
+    })
 }
 
 /// Envoy's request headers: `x-forwarded-proto`, `x-forwarded-for` (appended with the peer when

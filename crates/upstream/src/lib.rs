@@ -30,6 +30,10 @@ use std::sync::Arc;
 use http::{Request, Response};
 
 pub use breaker::Permit;
+
+/// Response extension: the endpoint that answered (for the access log's `%UPSTREAM_HOST%`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpstreamHost(pub std::net::SocketAddr);
 pub use connect::UpstreamStream;
 pub use error::{OverflowKind, UpstreamError};
 pub use pool::{RequestBody, UpstreamBody};

@@ -258,7 +258,9 @@ pub(crate) async fn send(
         }
     };
     sh.stats.record_response(resp.status().as_u16());
-    Ok(resp.map(|inner| UpstreamBody::new(inner, guard)))
+    let mut resp = resp.map(|inner| UpstreamBody::new(inner, guard));
+    resp.extensions_mut().insert(crate::UpstreamHost(addr));
+    Ok(resp)
 }
 
 enum Reuse {
