@@ -195,6 +195,52 @@ async fn serve_network<S>(
     }
 }
 
+/// Poll a connection until the client is done, it idles out, or the server drains.
+async fn drive<C, F>(
+    mut conn: std::pin::Pin<&mut C>,
+    shutdown: F,
+    rt: &HttpRuntime,
+    info: &ConnInfo,
+    mut drain: watch::Receiver<bool>,
+) where
+    C: std::future::Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>>,
+    F: Fn(std::pin::Pin<&mut C>),
+{
+    let idle = rt.idle_timeout;
+    let mut draining = *drain.borrow();
+    if draining {
+        shutdown(conn.as_mut());
+    }
+    loop {
+        let wait = info
+            .idle_for()
+            .map_or(idle, |spent| idle.saturating_sub(spent));
+        tokio::select! {
+            done = conn.as_mut() => {
+                if let Err(e) = done {
+                    count_protocol_error(rt, e.as_ref());
+                }
+                break;
+            }
+            _ = tokio::time::sleep(wait.max(Duration::from_millis(1))) => {
+                if info.idle_for().is_some_and(|spent| spent >= idle) {
+                    rt.stats.downstream_cx_idle_timeout.inc();
+                    shutdown(conn.as_mut());
+                    // Give the protocol a moment to say goodbye, then drop the socket.
+                    let _ = tokio::time::timeout(Duration::from_secs(1), conn.as_mut()).await;
+                    break;
+                }
+            }
+            changed = drain.changed(), if !draining => {
+                if changed.is_err() || *drain.borrow() {
+                    draining = true;
+                    shutdown(conn.as_mut());
+                }
+            }
+        }
+    }
+}
+
 /// hyper answered a malformed request itself (400, or 431 for oversized headers) before any
 /// handler ran: count it as Envoy does (`downstream_cx_protocol_error`, and the 4xx reply).
 fn count_protocol_error(rt: &HttpRuntime, e: &(dyn std::error::Error + 'static)) {
@@ -320,7 +366,7 @@ async fn serve_http<S>(
     rt: Arc<HttpRuntime>,
     info: Arc<ConnInfo>,
     alpn_h2: Option<bool>,
-    mut drain: watch::Receiver<bool>,
+    drain: watch::Receiver<bool>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -356,40 +402,17 @@ async fn serve_http<S>(
     let svc_rt = rt.clone();
     let svc_info = info.clone();
     let service = service_fn(move |req| handle_request(req, svc_rt.clone(), svc_info.clone()));
-    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-    tokio::pin!(conn);
-    let idle = rt.idle_timeout;
-    let mut draining = *drain.borrow();
-    if draining {
-        conn.as_mut().graceful_shutdown();
-    }
-    loop {
-        let wait = info
-            .idle_for()
-            .map_or(idle, |spent| idle.saturating_sub(spent));
-        tokio::select! {
-            done = conn.as_mut() => {
-                if let Err(e) = done {
-                    count_protocol_error(&rt, e.as_ref());
-                }
-                break;
-            }
-            _ = tokio::time::sleep(wait.max(Duration::from_millis(1))) => {
-                if info.idle_for().is_some_and(|spent| spent >= idle) {
-                    stats.downstream_cx_idle_timeout.inc();
-                    conn.as_mut().graceful_shutdown();
-                    // Give the protocol a moment to say goodbye, then drop the socket.
-                    let _ = tokio::time::timeout(Duration::from_secs(1), conn.as_mut()).await;
-                    break;
-                }
-            }
-            changed = drain.changed(), if !draining => {
-                if changed.is_err() || *drain.borrow() {
-                    draining = true;
-                    conn.as_mut().graceful_shutdown();
-                }
-            }
-        }
+    // HTTP/2 (ALPN or codec): hyper's HTTP/2 server directly (the upgrade-capable path would
+    // sniff the preface and answer a bad one in HTTP/1.1). Otherwise auto-detection with
+    // HTTP/1.1 upgrades (WebSocket) enabled.
+    if h2 {
+        let conn = builder.serve_connection(TokioIo::new(stream), service);
+        tokio::pin!(conn);
+        drive(conn.as_mut(), |c| c.graceful_shutdown(), &rt, &info, drain).await;
+    } else {
+        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+        tokio::pin!(conn);
+        drive(conn.as_mut(), |c| c.graceful_shutdown(), &rt, &info, drain).await;
     }
     stats.downstream_cx_active.dec();
     stats.downstream_cx_destroy.inc();
