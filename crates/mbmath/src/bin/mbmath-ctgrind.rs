@@ -187,6 +187,9 @@ fn leaky_square_and_multiply(base: u64, exp: u64, m: u64) -> u64 {
 fn run_leaky_branch() {
     let exp = black_box(0x1234_5678_9abc_def1u64);
     secret(&exp);
+    // Re-read through an opaque reference: the value must come from the (now undefined)
+    // memory, not from a register the optimiser kept from before the client request.
+    let exp = *black_box(&exp);
     let r = leaky_square_and_multiply(3, exp, 1_000_000_007);
     declassify(&r);
     println!("leaky-branch: {r}");
@@ -197,6 +200,7 @@ static TABLE: [u64; 16] = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3];
 fn run_leaky_index() {
     let s = black_box(0xa5u64);
     secret(&s);
+    let s = *black_box(&s);
     let mut acc = 0u64;
     for k in 0..4 {
         acc = acc.wrapping_add(TABLE[((s >> (4 * k)) & 15) as usize]);
