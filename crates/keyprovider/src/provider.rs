@@ -15,11 +15,13 @@ use crate::stats::ProviderStats;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Whether CPU engines compute on batch threads (default) or on the worker
-/// (`QUICKSHAKE_BATCH_THREADS=0`, to compare).
+/// Whether CPU engines compute on a lower-priority batch thread per worker
+/// (`QUICKSHAKE_BATCH_THREADS=1`: established connections keep low latency during handshake
+/// storms) or on the worker (default: measured ~20–30% more handshakes per core at saturation
+/// on the Zen 4 test machine, see docs/benchmarks.md).
 pub fn batch_threads() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("QUICKSHAKE_BATCH_THREADS").map_or(true, |v| v != "0"))
+    *ON.get_or_init(|| std::env::var("QUICKSHAKE_BATCH_THREADS").is_ok_and(|v| v == "1"))
 }
 
 pub struct ProviderCore {

@@ -198,7 +198,10 @@ fn start_pinned(template: &str) -> Pinned {
     } else {
         Command::new(binary())
     };
+    // Latency mode: CPU engines compute on the lower-priority batch thread (see
+    // keyprovider::priority); the default computes on the worker for throughput.
     let child = cmd
+        .env("QUICKSHAKE_BATCH_THREADS", "1")
         .arg("-c")
         .arg(&cfg)
         .args(["--concurrency", "1", "-l", "warning"])
