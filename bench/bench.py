@@ -42,11 +42,16 @@ SERVERS = {
     "quickshake-engine-avx2": ("quickshake", "engine-avx2"),
     "quickshake-engine-ifma": ("quickshake", "engine-ifma"),
     "quickshake-engine-crypto_mb": ("quickshake", "engine-crypto_mb"),
+    "quickshake-proxy": ("quickshake", "proxy"),
+    "envoy-proxy": ("envoy", "proxy"),
     "envoy": ("envoy", None),
     "nginx": ("nginx", None),
     "haproxy": ("haproxy", None),
     "floor": ("floor", None),
 }
+# Keep-alive HTTPS proxied to a local upstream (nginx, plain HTTP/1.1, pinned with the client).
+PROXY = ["quickshake-proxy", "envoy-proxy"]
+UPSTREAM_PORT = BASE_PORT + 200
 GATEWAY = ["quickshake-inline", "envoy", "nginx", "haproxy", "floor"]
 # quickshake.batching (adaptive) with each engine, at 64 clients; an engine this CPU lacks fails
 # to start (its name is explicit, fallback off) and is reported as not available.
@@ -77,7 +82,7 @@ PROFILES = {
         open_servers=["quickshake-inline", "quickshake-cryptomb-10ms", "quickshake-adaptive",
                       "envoy", "nginx"],
         open_fractions=[0.25, 0.5, 0.8, 1.05],
-        fortio=True, engines=True,
+        fortio=True, engines=True, proxy=True,
     ),
     "full": dict(
         duration=10, warmup=2,
@@ -90,7 +95,7 @@ PROFILES = {
                            "haproxy"], keepalive_reps=3,
         open_servers=list(PROVIDERS) + ["haproxy", "floor"],
         open_fractions=[0.1, 0.25, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1],
-        fortio=True, engines=True,
+        fortio=True, engines=True, proxy=True,
     ),
 }
 
@@ -214,7 +219,7 @@ class Server:
 
     def _key_block(self):
         ind = " " * 14
-        if self.provider in (None, "inline"):
+        if self.provider in (None, "inline", "proxy"):
             return f"{ind}private_key: {{ filename: {self.key} }}"
         if self.provider.startswith("cryptomb"):
             delay = {"cryptomb-1ms": "0.001s", "cryptomb-10ms": "0.01s"}[self.provider]
@@ -231,6 +236,21 @@ class Server:
                      "    batching: adaptive"]
         return "\n".join(ind + line for line in lines)
 
+    def _proxy(self, cfg):
+        """For the proxy servers: route to the upstream cluster instead of a direct response."""
+        if self.provider != "proxy":
+            return
+        text = open(cfg).read()
+        text = text.replace('direct_response: { status: 200, body: { inline_string: "ok" } }',
+                            "route: { cluster: upstream }")
+        cluster = ("static_resources:\n  clusters:\n  - name: upstream\n    connect_timeout: 1s\n"
+                   "    type: STATIC\n    load_assignment:\n      cluster_name: upstream\n"
+                   "      endpoints: [ { lb_endpoints: [ { endpoint: { address: { socket_address: "
+                   f"{{ address: 127.0.0.1, port_value: {UPSTREAM_PORT} }} }} }} }} ] }} ]\n")
+        text = text.replace("static_resources:\n", cluster, 1)
+        with open(cfg, "w") as f:
+            f.write(text)
+
     def start(self):
         os.makedirs(self.dir, exist_ok=True)
         for p in (self.port, self.admin_port):
@@ -241,9 +261,11 @@ class Server:
         pin = ["taskset", "-c", SERVER_CPU]
         if self.kind == "quickshake":
             cfg = self._render("quickshake.yaml", "quickshake.yaml", key_block=self._key_block(), **kw)
+            self._proxy(cfg)
             self.cmd = pin + [self.bins["quickshake"], "-c", cfg, "--concurrency", "1"]
         elif self.kind == "envoy":
             cfg = self._render("envoy.yaml", "envoy.yaml", key_block=self._key_block(), **kw)
+            self._proxy(cfg)
             self.cmd = pin + [self.bins["envoy"], "-c", cfg, "--concurrency", "1",
                               "--disable-hot-restart", "-l", "warning",
                               "--base-id", str(self.port)]
@@ -526,6 +548,24 @@ def median(xs):
     return statistics.median(xs) if xs else None
 
 
+def start_upstream(run_dir, bins):
+    """nginx answering 200 "ok" over plain HTTP/1.1 with keep-alive, pinned to the client CPU."""
+    d = os.path.join(run_dir, "upstream")
+    os.makedirs(d, exist_ok=True)
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""daemon off; worker_processes 1; user root; pid {d}/nginx.pid; error_log {d}/error.log;
+events {{ worker_connections 4096; }}
+http {{ access_log off; keepalive_requests 1000000; keepalive_timeout 300s;
+  client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};
+  server {{ listen 127.0.0.1:{UPSTREAM_PORT}; location / {{ return 200 "ok"; }} }} }}
+""")
+    proc = subprocess.Popen(["taskset", "-c", CLIENT_CPU, bins["nginx"], "-c", conf],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_port(UPSTREAM_PORT, proc)
+    return proc
+
+
 def main():
     # SIGTERM/SIGHUP: unwind through the finally blocks so every server is stopped.
     for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -548,6 +588,7 @@ def main():
                    key=lambda c: c != "rsa2048")
     names = list(SERVERS)
     servers = {}
+    upstream = start_upstream(args.run_dir, bins) if prof.get("proxy") else None
     try:
         for cert in certs:
             log(f"phase {cert}: starting {len(names)} servers on CPU {SERVER_CPU}")
@@ -595,6 +636,11 @@ def main():
             if prof.get("engines"):
                 for name in ENGINES:
                     point(name, "1.3", 64, "engines")
+            # Keep-alive HTTPS proxied to a local upstream (gateway CPU per request).
+            if prof.get("proxy") and all(n in servers for n in PROXY):
+                for rep in range(1, prof["keepalive_reps"] + 1):
+                    for name in PROXY:
+                        run.bench(servers[name], "proxy", "1.3", clients=16, keepalive=True, rep=rep)
             # Keep-alive HTTPS: one handshake per connection, then requests.
             for rep in range(1, prof["keepalive_reps"] + 1):
                 for name in prof["keepalive_servers"]:
@@ -624,6 +670,8 @@ def main():
     finally:
         for s in servers.values():
             s.stop()
+        if upstream is not None:
+            upstream.terminate()
     end = {"type": "end", "seconds": round(time.time() - run.t0), "background_cpu_busy": background()}
     with open(args.out, "a") as f:
         f.write(json.dumps(end, sort_keys=True) + "\n")

@@ -19,6 +19,8 @@ LABEL = {
     "nginx": "nginx",
     "haproxy": "HAProxy",
     "floor": "floor (bare tokio-boring loop)",
+    "quickshake-proxy": "quickshake, proxying to the upstream",
+    "envoy-proxy": "Envoy 1.39.3, proxying to the upstream",
     "quickshake-engine-software": "quickshake.batching, engine software",
     "quickshake-engine-avx2": "quickshake.batching, engine avx2",
     "quickshake-engine-ifma": "quickshake.batching, engine ifma",
@@ -176,6 +178,28 @@ def gateway_section(R, out, img):
                        f"| {fmt(a['server_cpu_us_per_request'], 1)} | {fmt(a['server_process_cpu_us_per_request'], 1)} "
                        f"| {fmt(a['req_p50_ms'], 2)} / {fmt(a['req_p99_ms'], 2)} | {runs_cell(a, 'requests_per_sec')} |")
         out.append("")
+
+
+def proxy_section(R, out):
+    px = R.select(section="proxy")
+    if not px:
+        return
+    out.append("## Proxying: keep-alive HTTPS to a local upstream\n")
+    out.append("RSA-2048, TLS 1.3, 16 keep-alive connections (`--keepalive`), each request proxied over "
+               "pooled HTTP/1.1 to nginx on 127.0.0.1 (pinned to the client's CPU, so CPU 0 measures "
+               "the gateway alone). Ranked by gateway CPU per request.\n")
+    out.append("| rank | server | gateway CPU µs/request | requests/s | CPU-0 µs/req | process µs/req | request p50 / p99 ms | runs (req/s) |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---|")
+    rows = []
+    for server in dict.fromkeys(r["server"] for r in px):
+        rows.append((server, R.agg([r for r in px if r["server"] == server])))
+    key = R.cpu_req_key
+    rows.sort(key=lambda x: (x[1][key] is None, x[1][key] or 0))
+    for i, (server, a) in enumerate(rows, 1):
+        out.append(f"| {i} | {LABEL[server]} | **{fmt(a[key], 1)}** | {fmt(a['requests_per_sec'])} "
+                   f"| {fmt(a['server_cpu_us_per_request'], 1)} | {fmt(a['server_process_cpu_us_per_request'], 1)} "
+                   f"| {fmt(a['req_p50_ms'], 2)} / {fmt(a['req_p99_ms'], 2)} | {runs_cell(a, 'requests_per_sec')} |")
+    out.append("")
 
 
 def providers_section(R, out, img):
@@ -524,6 +548,7 @@ def main():
     gateway_section(R, out, a.img)
     providers_section(R, out, a.img)
     engines_section(R, out, a.results)
+    proxy_section(R, out)
     open_section(R, out, a.img)
     fortio_section(R, out)
     versions_section(R, out)

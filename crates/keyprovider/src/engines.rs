@@ -64,7 +64,7 @@ pub fn accelerated() -> &'static [EngineStatus] {
 /// Smallest batch worth an engine call (below it BoringSSL one at a time is cheaper), measured
 /// with `bench/engine` (see docs/benchmarks.md, engines section).
 pub const IFMA_MIN_BATCH: usize = 2;
-pub const AVX2_MIN_BATCH: usize = 3;
+pub const AVX2_MIN_BATCH: usize = 2;
 
 /// The committed ranking for `engine: auto`, keyed by CPU features, from `bench/engine` runs
 /// (RSA-2048 signatures/s per core, all engines in one run; docs/benchmarks.md). Deterministic:
