@@ -113,7 +113,7 @@ def runs_cell(a, key="handshakes_per_sec"):
 def closed_points(R, server, cert, tls, clients):
     return R.select(server=server, cert=cert, tls=tls, mode="closed", clients=clients,
                     tool="quickshake-bench",
-                    section=lambda s: s in ("gateway", "providers", "open-peak"))
+                    section=lambda s: s in ("gateway", "providers", "open-peak", "engines"))
 
 
 def gateway_section(R, out, img):
