@@ -166,18 +166,22 @@ def gateway_section(R, out, img):
     if ka:
         out.append("### Keep-alive HTTPS (one handshake per connection, then requests)\n")
         out.append("RSA-2048, TLS 1.3, 16 connections, `--keepalive`. Ranked by server CPU per request.\n")
-        out.append("| rank | server | server CPU µs/request | requests/s | CPU-0 µs/req | process µs/req | request p50 / p99 ms | runs (req/s) |")
-        out.append("|---|---|---:|---:|---:|---:|---:|---|")
-        rows = []
-        for server in dict.fromkeys(r["server"] for r in ka):
-            rows.append((server, R.agg([r for r in ka if r["server"] == server])))
-        key = R.cpu_req_key
-        rows.sort(key=lambda x: (x[1][key] is None, x[1][key] or 0))
-        for i, (server, a) in enumerate(rows, 1):
-            out.append(f"| {i} | {LABEL[server]} | **{fmt(a[key], 1)}** | {fmt(a['requests_per_sec'])} "
-                       f"| {fmt(a['server_cpu_us_per_request'], 1)} | {fmt(a['server_process_cpu_us_per_request'], 1)} "
-                       f"| {fmt(a['req_p50_ms'], 2)} / {fmt(a['req_p99_ms'], 2)} | {runs_cell(a, 'requests_per_sec')} |")
-        out.append("")
+        request_table(R, out, ka, "server CPU µs/request")
+
+
+def request_table(R, out, points, cpu_header):
+    """Keep-alive runs ranked by server CPU per request."""
+    out.append(f"| rank | server | {cpu_header} | requests/s | CPU-0 µs/req | process µs/req | request p50 / p99 ms | runs (req/s) |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---|")
+    rows = [(server, R.agg([r for r in points if r["server"] == server]))
+            for server in dict.fromkeys(r["server"] for r in points)]
+    key = R.cpu_req_key
+    rows.sort(key=lambda x: (x[1][key] is None, x[1][key] or 0))
+    for i, (server, a) in enumerate(rows, 1):
+        out.append(f"| {i} | {LABEL[server]} | **{fmt(a[key], 1)}** | {fmt(a['requests_per_sec'])} "
+                   f"| {fmt(a['server_cpu_us_per_request'], 1)} | {fmt(a['server_process_cpu_us_per_request'], 1)} "
+                   f"| {fmt(a['req_p50_ms'], 2)} / {fmt(a['req_p99_ms'], 2)} | {runs_cell(a, 'requests_per_sec')} |")
+    out.append("")
 
 
 def proxy_section(R, out):
@@ -188,18 +192,7 @@ def proxy_section(R, out):
     out.append("RSA-2048, TLS 1.3, 16 keep-alive connections (`--keepalive`), each request proxied over "
                "pooled HTTP/1.1 to nginx on 127.0.0.1 (pinned to the client's CPU, so CPU 0 measures "
                "the gateway alone). Ranked by gateway CPU per request.\n")
-    out.append("| rank | server | gateway CPU µs/request | requests/s | CPU-0 µs/req | process µs/req | request p50 / p99 ms | runs (req/s) |")
-    out.append("|---|---|---:|---:|---:|---:|---:|---|")
-    rows = []
-    for server in dict.fromkeys(r["server"] for r in px):
-        rows.append((server, R.agg([r for r in px if r["server"] == server])))
-    key = R.cpu_req_key
-    rows.sort(key=lambda x: (x[1][key] is None, x[1][key] or 0))
-    for i, (server, a) in enumerate(rows, 1):
-        out.append(f"| {i} | {LABEL[server]} | **{fmt(a[key], 1)}** | {fmt(a['requests_per_sec'])} "
-                   f"| {fmt(a['server_cpu_us_per_request'], 1)} | {fmt(a['server_process_cpu_us_per_request'], 1)} "
-                   f"| {fmt(a['req_p50_ms'], 2)} / {fmt(a['req_p99_ms'], 2)} | {runs_cell(a, 'requests_per_sec')} |")
-    out.append("")
+    request_table(R, out, px, "gateway CPU µs/request")
 
 
 def providers_section(R, out, img):

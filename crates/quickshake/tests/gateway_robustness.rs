@@ -5,8 +5,7 @@
 mod support;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use support::*;
@@ -63,39 +62,6 @@ fn wait_closed(s: &mut TcpStream) -> Duration {
     }
 }
 
-/// A real ClientHello: let `openssl s_client` connect to a local socket and keep what it sends.
-fn capture_client_hello() -> Vec<u8> {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = l.local_addr().expect("addr").port();
-    let mut child = Command::new("timeout")
-        .args(["10", "openssl", "s_client", "-connect"])
-        .arg(format!("127.0.0.1:{port}"))
-        .args(["-servername", "localhost"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("openssl s_client");
-    let (mut s, _) = l.accept().expect("accept s_client");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    let mut hello = Vec::new();
-    let mut buf = [0u8; 4096];
-    // A TLS record: 5-byte header, then the length it announces.
-    while hello.len() < 5 || hello.len() < 5 + usize::from(u16::from_be_bytes([hello[3], hello[4]]))
-    {
-        let n = s.read(&mut buf).expect("read ClientHello");
-        assert!(n > 0, "s_client closed early");
-        hello.extend_from_slice(&buf[..n]);
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    assert_eq!(hello[0], 0x16, "a handshake record");
-    assert_eq!(hello[5], 0x01, "a ClientHello");
-    assert!(hello.len() > 100, "ClientHello of {} bytes", hello.len());
-    hello
-}
-
 #[test]
 fn garbage_bytes_end_only_that_connection() {
     let gw = Gateway::start(&base(), &["--concurrency", "2"]);
@@ -136,7 +102,7 @@ fn garbage_bytes_end_only_that_connection() {
 
 #[test]
 fn truncated_client_hello_then_close() {
-    let hello = capture_client_hello();
+    let hello = support::capture_client_hello();
     let gw = Gateway::start(&base(), &["--concurrency", "2"]);
     let scope = gw.scope("127.0.0.1");
     let errors = |gw: &Gateway| gw.counter(&format!("{scope}ssl.connection_error"));
@@ -172,7 +138,7 @@ fn truncated_client_hello_then_close() {
 
 #[test]
 fn truncated_client_hello_that_stalls_times_out() {
-    let hello = capture_client_hello();
+    let hello = support::capture_client_hello();
     let gw = Gateway::start(
         &with_handshake_timeout(&base(), "1s"),
         &["--concurrency", "1"],
@@ -414,7 +380,7 @@ fn sni_listener_garbage_and_silent_clients() {
 
 #[test]
 fn sni_listener_truncated_client_hello_then_close_is_closed_promptly() {
-    let hello = capture_client_hello();
+    let hello = support::capture_client_hello();
     let gw = Gateway::start(&sni_template(""), &["--concurrency", "1"]);
     let scope = gw.scope("127.0.0.1");
     let mut s = connect(&gw);

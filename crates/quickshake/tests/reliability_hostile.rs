@@ -11,8 +11,7 @@
 mod support;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use boring::ssl::SslStream;
@@ -77,37 +76,6 @@ fn closed_within(s: &mut impl Read) -> Option<Duration> {
             Err(_) => return Some(started.elapsed()),
         }
     }
-}
-
-/// A real ClientHello: let `openssl s_client` connect to a local socket and keep what it sends.
-fn capture_client_hello() -> Vec<u8> {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = l.local_addr().expect("addr").port();
-    let mut child = Command::new("timeout")
-        .args(["10", "openssl", "s_client", "-connect"])
-        .arg(format!("127.0.0.1:{port}"))
-        .args(["-servername", "localhost"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("openssl s_client");
-    let (mut s, _) = l.accept().expect("accept s_client");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    let mut hello = Vec::new();
-    let mut buf = [0u8; 4096];
-    while hello.len() < 5 || hello.len() < 5 + usize::from(u16::from_be_bytes([hello[3], hello[4]]))
-    {
-        let n = s.read(&mut buf).expect("read ClientHello");
-        assert!(n > 0, "s_client closed early");
-        hello.extend_from_slice(&buf[..n]);
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    assert_eq!(hello[0], 0x16, "a handshake record");
-    assert_eq!(hello[5], 0x01, "a ClientHello");
-    hello
 }
 
 /// Offset of the two-byte extensions length in a ClientHello record.
@@ -189,7 +157,7 @@ fn hostile_case(gw: &Gateway, what: &str, bytes: &[u8]) -> bool {
 
 #[test]
 fn hostile_bytes_and_client_hellos_hurt_only_themselves() {
-    let hello = capture_client_hello();
+    let hello = support::capture_client_hello();
     let gw = Gateway::start(&hostile_config(), &["--concurrency", "2"]);
     curl_ok(&gw);
 
@@ -271,7 +239,7 @@ fn hostile_bytes_and_client_hellos_hurt_only_themselves() {
 
 #[test]
 fn slowloris_client_hello_is_closed_at_the_handshake_timeout() {
-    let hello = capture_client_hello();
+    let hello = support::capture_client_hello();
     let gw = Gateway::start(&hostile_config(), &["--concurrency", "1"]);
     let c = connector(&ClientOpts::default()).expect("connector");
 

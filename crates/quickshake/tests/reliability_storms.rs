@@ -11,8 +11,8 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -24,35 +24,6 @@ const THREADS: usize = 32;
 const PER_THREAD: usize = 313; // 32 × 313 = 10,016 connections
 /// Allowed growth of resident memory from the first storm to the second.
 const MAX_GROWTH_KIB: u64 = 5 * 1024;
-
-fn capture_client_hello() -> Vec<u8> {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = l.local_addr().expect("addr").port();
-    let mut child = Command::new("timeout")
-        .args(["10", "openssl", "s_client", "-connect"])
-        .arg(format!("127.0.0.1:{port}"))
-        .args(["-servername", "localhost"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("openssl s_client");
-    let (mut s, _) = l.accept().expect("accept s_client");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    let mut hello = Vec::new();
-    let mut buf = [0u8; 4096];
-    while hello.len() < 5 || hello.len() < 5 + usize::from(u16::from_be_bytes([hello[3], hello[4]]))
-    {
-        let n = s.read(&mut buf).expect("read ClientHello");
-        assert!(n > 0, "s_client closed early");
-        hello.extend_from_slice(&buf[..n]);
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    assert_eq!(&hello[..1], &[0x16]);
-    hello
-}
 
 /// Resident memory of a process, KiB (`VmRSS`).
 fn rss_kib(pid: u32) -> u64 {
@@ -229,7 +200,7 @@ fn storm_and_settle(gw: &Gateway, hello: &[u8], n: usize) -> u64 {
 
 #[test]
 fn handshake_storms_leave_nothing_behind() {
-    let hello = capture_client_hello();
+    let hello = support::capture_client_hello();
     let cert = batching_cert(
         "rsa2048",
         &[

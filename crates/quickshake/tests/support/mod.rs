@@ -357,3 +357,36 @@ pub fn bench_binary() -> std::path::PathBuf {
     assert!(path.exists(), "{} missing", path.display());
     path
 }
+
+/// A real ClientHello: let `openssl s_client` connect to a local socket and keep what it sends.
+pub fn capture_client_hello() -> Vec<u8> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let mut child = std::process::Command::new("timeout")
+        .args(["10", "openssl", "s_client", "-connect"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["-servername", "localhost"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("openssl s_client");
+    let (mut s, _) = l.accept().expect("accept s_client");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .expect("timeout");
+    let mut hello = Vec::new();
+    let mut buf = [0u8; 4096];
+    // A TLS record: 5-byte header, then the length it announces.
+    while hello.len() < 5 || hello.len() < 5 + usize::from(u16::from_be_bytes([hello[3], hello[4]]))
+    {
+        let n = s.read(&mut buf).expect("read ClientHello");
+        assert!(n > 0, "s_client closed early");
+        hello.extend_from_slice(&buf[..n]);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(hello[0], 0x16, "a handshake record");
+    assert_eq!(hello[5], 0x01, "a ClientHello");
+    assert!(hello.len() > 100, "ClientHello of {} bytes", hello.len());
+    hello
+}
