@@ -23,24 +23,6 @@ fn base() -> String {
     direct_response_config(&plain_cert("rsa2048"), "", "")
 }
 
-fn curl_ok(gw: &Gateway) {
-    let out = curl(&[
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        "--cacert",
-        &cert("rsa2048.cert.pem"),
-        &gw.url("/"),
-    ]);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "200",
-        "curl: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 fn connect(gw: &Gateway) -> TcpStream {
     let s = TcpStream::connect(("127.0.0.1", gw.port)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(5)))
@@ -66,7 +48,7 @@ fn wait_closed(s: &mut TcpStream) -> Duration {
 fn garbage_bytes_end_only_that_connection() {
     let gw = Gateway::start(&base(), &["--concurrency", "2"]);
     let scope = gw.scope("127.0.0.1");
-    curl_ok(&gw);
+    support::curl_ok(&gw);
     let errors = |gw: &Gateway| gw.counter(&format!("{scope}ssl.connection_error"));
     assert_eq!(errors(&gw), 0);
 
@@ -91,7 +73,7 @@ fn garbage_bytes_end_only_that_connection() {
     drop(s);
     eventually("three connection errors", || errors(&gw) == 3);
 
-    curl_ok(&gw);
+    support::curl_ok(&gw);
     assert_eq!(errors(&gw), 3, "curl's connection is no error");
     assert_eq!(gw.counter(&format!("{scope}ssl.handshake")), 2);
     eventually("all connections closed", || {
@@ -127,7 +109,7 @@ fn truncated_client_hello_then_close() {
         wait_closed(&mut s);
     }
     eventually("three more connection errors", || errors(&gw) == before + 3);
-    curl_ok(&gw);
+    support::curl_ok(&gw);
     assert_eq!(
         gw.counter(&format!(
             "{scope}downstream_cx_transport_socket_connect_timeout"
@@ -148,7 +130,7 @@ fn truncated_client_hello_that_stalls_times_out() {
     s.write_all(&hello[..50]).expect("write");
     // Meanwhile others are served at once.
     let started = Instant::now();
-    curl_ok(&gw);
+    support::curl_ok(&gw);
     assert!(
         started.elapsed() < Duration::from_millis(900),
         "curl waited"
@@ -180,8 +162,8 @@ fn silent_client_times_out_in_handshake() {
         gw.counter(&format!("{scope}downstream_cx_active")) == 3
     });
     // Served while the silent ones wait.
-    curl_ok(&gw);
-    curl_ok(&gw);
+    support::curl_ok(&gw);
+    support::curl_ok(&gw);
     assert_eq!(
         timeouts(&gw),
         0,
@@ -198,7 +180,7 @@ fn silent_client_times_out_in_handshake() {
     eventually("three handshake timeouts", || timeouts(&gw) == 3);
     assert_eq!(gw.counter(&format!("{scope}ssl.connection_error")), 0);
     assert_eq!(gw.counter(&format!("{scope}ssl.handshake")), 2);
-    curl_ok(&gw);
+    support::curl_ok(&gw);
     eventually("all closed", || {
         gw.counter(&format!("{scope}downstream_cx_active")) == 0
     });
@@ -218,7 +200,7 @@ fn global_connection_limit() {
     let gw = Gateway::start(&template, &["--concurrency", "2"]);
     let scope = gw.scope("127.0.0.1");
     let overflow = |gw: &Gateway| gw.counter(&format!("{scope}downstream_cx_overflow"));
-    curl_ok(&gw);
+    support::curl_ok(&gw);
     eventually("curl's connection closed", || {
         gw.counter(&format!("{scope}downstream_cx_active")) == 0
     });
@@ -245,8 +227,8 @@ fn global_connection_limit() {
     eventually("held connections closed", || {
         gw.counter(&format!("{scope}downstream_cx_active")) == 0
     });
-    curl_ok(&gw);
-    curl_ok(&gw);
+    support::curl_ok(&gw);
+    support::curl_ok(&gw);
     assert_eq!(overflow(&gw), 1, "no overflow once below the limit");
     assert_eq!(gw.counter("server.total_connections"), 0);
 }
@@ -276,7 +258,7 @@ fn global_connection_limit_from_runtime() {
     eventually("held connection closed", || {
         gw.counter(&format!("{scope}downstream_cx_active")) == 0
     });
-    curl_ok(&gw);
+    support::curl_ok(&gw);
 }
 
 /// Two filter chains (SNI other.test, and a default): the gateway peeks at the ClientHello to
@@ -335,7 +317,7 @@ fn sni_listener_garbage_and_silent_clients() {
         &["--concurrency", "2"],
     );
     let scope = gw.scope("127.0.0.1");
-    curl_ok(&gw);
+    support::curl_ok(&gw);
     let out = curl(&[
         "-o",
         "/dev/null",
@@ -361,7 +343,7 @@ fn sni_listener_garbage_and_silent_clients() {
     // Silent: closed once the (1 s) timeout passes, while others are served.
     let started = Instant::now();
     let mut silent = connect(&gw);
-    curl_ok(&gw);
+    support::curl_ok(&gw);
     let waited = wait_closed(&mut silent);
     assert!(
         started.elapsed() >= Duration::from_millis(900) && waited < Duration::from_secs(4),
@@ -375,7 +357,7 @@ fn sni_listener_garbage_and_silent_clients() {
             == 1
     });
     assert_eq!(gw.counter(&format!("{scope}ssl.connection_error")), 1);
-    curl_ok(&gw);
+    support::curl_ok(&gw);
 }
 
 #[test]
@@ -394,5 +376,5 @@ fn sni_listener_truncated_client_hello_then_close_is_closed_promptly() {
     eventually("the connection is gone", || {
         gw.counter(&format!("{scope}downstream_cx_active")) == 0
     });
-    curl_ok(&gw);
+    support::curl_ok(&gw);
 }

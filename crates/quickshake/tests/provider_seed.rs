@@ -5,7 +5,7 @@
 mod support;
 
 use support::providers::{crypto_mb_usable, provider_counter};
-use support::{curl, start_expect_failure, testdata, Gateway};
+use support::{start_expect_failure, testdata, Gateway};
 
 fn seed(fallback: bool) -> String {
     let text =
@@ -25,25 +25,6 @@ fn seed(fallback: bool) -> String {
     text
 }
 
-fn curl_ok(gw: &Gateway) {
-    let cacert = support::cert("rsa2048.cert.pem");
-    let out = curl(&[
-        "--cacert",
-        &cacert,
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        &gw.url("/"),
-    ]);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "200",
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn seed_runs_through_the_accelerated_engine() {
     if !crypto_mb_usable() {
@@ -52,7 +33,7 @@ fn seed_runs_through_the_accelerated_engine() {
     }
     let gw = Gateway::start(&seed(false), &["--concurrency", "1"]);
     for _ in 0..3 {
-        curl_ok(&gw);
+        support::curl_ok(&gw);
     }
     assert_eq!(
         gw.counter(&format!(
@@ -87,7 +68,7 @@ fn without_an_engine_fallback_uses_the_key_in_process() {
         &["--concurrency", "1"],
         &[("QUICKSHAKE_HIDE_ENGINES", "all")],
     );
-    curl_ok(&gw);
+    support::curl_ok(&gw);
     assert_eq!(provider_counter(&gw, "fallback"), 1);
     assert_eq!(
         provider_counter(&gw, "rsa_sign"),

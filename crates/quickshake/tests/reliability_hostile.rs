@@ -57,27 +57,6 @@ fn connect(port: u16) -> TcpStream {
     s
 }
 
-/// Read until the peer closes (EOF or reset); `None` if it is still open after the read timeout.
-fn closed_within(s: &mut impl Read) -> Option<Duration> {
-    let started = Instant::now();
-    let mut buf = [0u8; 4096];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => return Some(started.elapsed()),
-            Ok(_) => continue,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return None
-            }
-            Err(_) => return Some(started.elapsed()),
-        }
-    }
-}
-
 /// Offset of the two-byte extensions length in a ClientHello record.
 fn extensions_len_offset(hello: &[u8]) -> usize {
     // record header 5, handshake header 4, version 2, random 32
@@ -135,7 +114,7 @@ fn hostile_case(gw: &Gateway, what: &str, bytes: &[u8]) -> bool {
     let mut s = connect(gw.port);
     let _ = s.write_all(bytes);
     let _ = s.shutdown(std::net::Shutdown::Write);
-    let closed = closed_within(&mut s);
+    let closed = support::closed_within(&mut s);
     assert!(
         closed.is_some(),
         "{what}: the gateway kept the connection open"
@@ -270,7 +249,7 @@ fn slowloris_client_hello_is_closed_at_the_handshake_timeout() {
     let t = Instant::now();
     curl_ok(&gw);
     assert!(t.elapsed() < Duration::from_millis(700), "curl waited");
-    let closed = closed_within(&mut s).expect("slowloris connection still open after 5 s");
+    let closed = support::closed_within(&mut s).expect("slowloris connection still open after 5 s");
     let at = started.elapsed();
     let sent = trickle.join().expect("trickle thread");
     eprintln!("slowloris: closed after {at:?} ({closed:?} of reading), {sent} bytes trickled");
@@ -285,7 +264,7 @@ fn slowloris_client_hello_is_closed_at_the_handshake_timeout() {
 
     // The control connection survived the timeout and is still served.
     assert!(
-        closed_within(&mut ok).is_none(),
+        support::closed_within(&mut ok).is_none(),
         "control: a completed handshake was closed at the handshake timeout"
     );
     let (code, _) = keepalive_get(&mut ok, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
@@ -344,7 +323,7 @@ fn raw_exchange(gw: &Gateway, raw: &[u8]) -> (Vec<u16>, bool, u64) {
     while let Some((code, _)) = read_response(&mut s) {
         codes.push(code);
     }
-    let closed = closed_within(&mut s).is_some();
+    let closed = support::closed_within(&mut s).is_some();
     std::thread::sleep(Duration::from_millis(100));
     (codes, closed, gw.counter(&total) - before)
 }

@@ -74,22 +74,7 @@ fn refused_within(port: u16, within: Duration) -> Option<Duration> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     s.set_read_timeout(Some(within)).expect("timeout");
     let _ = s.write_all(b"\x16\x03\x01");
-    let mut buf = [0u8; 64];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => return Some(started.elapsed()),
-            Ok(_) => continue,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return None
-            }
-            Err(_) => return Some(started.elapsed()),
-        }
-    }
+    support::closed_within(&mut s).map(|_| started.elapsed())
 }
 
 #[test]

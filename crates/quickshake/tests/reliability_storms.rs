@@ -114,24 +114,6 @@ fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     panic!("timed out after {limit:?} waiting for: {what}");
 }
 
-fn curl_ok(gw: &Gateway) {
-    let out = curl(&[
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        "--cacert",
-        &cert("rsa2048.cert.pem"),
-        &gw.url("/"),
-    ]);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "200",
-        "curl: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Run one storm and wait until the gateway has settled; its resident memory then (KiB).
 fn storm_and_settle(gw: &Gateway, hello: &[u8], n: usize) -> u64 {
     let scope = gw.scope("127.0.0.1");
@@ -162,7 +144,7 @@ fn storm_and_settle(gw: &Gateway, hello: &[u8], n: usize) -> u64 {
         },
     );
     let settled = settle.elapsed();
-    curl_ok(gw);
+    support::curl_ok(gw);
     let s = gw.stats();
     let get = |n: &str| s.get(&format!("{scope}{n}")).cloned().unwrap_or_default();
     let rss = rss_kib(gw.pid());
@@ -213,7 +195,7 @@ fn handshake_storms_leave_nothing_behind() {
         &direct_response_config(&cert, "", ""),
         &["--concurrency", "2"],
     );
-    curl_ok(&gw);
+    support::curl_ok(&gw);
     let start_rss = rss_kib(gw.pid());
     let after1 = storm_and_settle(&gw, &hello, 1);
     let after2 = storm_and_settle(&gw, &hello, 2);

@@ -5,7 +5,7 @@
 mod support;
 
 use support::providers::provider_counter;
-use support::{curl, render, testdata, Gateway};
+use support::{render, testdata, Gateway};
 
 fn listener_with_sds(secret_file: &str) -> String {
     let sds = format!(
@@ -29,29 +29,10 @@ fn start(variant: &str, env: &[(&str, &str)]) -> Gateway {
     )
 }
 
-fn curl_ok(gw: &Gateway) {
-    let out = curl(&[
-        "--cacert",
-        &support::cert("rsa2048.cert.pem"),
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        &gw.url("/"),
-    ]);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "200",
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        gw.log_text()
-    );
-}
-
 #[test]
 fn seed_003_cryptomb_secret_runs() {
     let gw = start("cryptomb", &[]);
-    curl_ok(&gw);
+    support::curl_ok(&gw);
     let (_, dump) = gw.admin_get("/config_dump");
     assert!(dump.contains("cryptomb"), "{dump}");
     // Accelerated where an engine exists, in-process (fallback: true) elsewhere.
@@ -63,7 +44,7 @@ fn seed_003_cryptomb_secret_runs() {
 #[test]
 fn seed_003_cryptomb_secret_without_engines_falls_back() {
     let gw = start("cryptomb", &[("QUICKSHAKE_HIDE_ENGINES", "all")]);
-    curl_ok(&gw);
+    support::curl_ok(&gw);
     assert_eq!(provider_counter(&gw, "fallback"), 1);
 }
 
@@ -71,7 +52,7 @@ fn seed_003_cryptomb_secret_without_engines_falls_back() {
 fn seed_003_qat_secret_runs_with_fallback() {
     // No QAT device here: Envoy's behaviour with fallback: true is the in-process key.
     let gw = start("qat", &[]);
-    curl_ok(&gw);
+    support::curl_ok(&gw);
     assert_eq!(provider_counter(&gw, "fallback"), 1);
     assert!(gw.log_text().contains("QAT"), "says why: {}", gw.log_text());
 }

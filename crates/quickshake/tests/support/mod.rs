@@ -390,3 +390,44 @@ pub fn capture_client_hello() -> Vec<u8> {
     assert!(hello.len() > 100, "ClientHello of {} bytes", hello.len());
     hello
 }
+
+/// `curl --cacert rsa2048.cert.pem` to the gateway's first listener must answer 200.
+pub fn curl_ok(gw: &Gateway) {
+    let out = curl(&[
+        "--cacert",
+        &cert("rsa2048.cert.pem"),
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        &gw.url("/"),
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "200",
+        "curl: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        gw.log_text()
+    );
+}
+
+/// Read until the peer closes (EOF or reset); `None` if it is still open after the read timeout.
+pub fn closed_within(s: &mut impl Read) -> Option<Duration> {
+    let started = Instant::now();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return Some(started.elapsed()),
+            Ok(_) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return None
+            }
+            Err(_) => return Some(started.elapsed()),
+        }
+    }
+}
