@@ -101,6 +101,20 @@ struct CommonTlsContext {
     trusted_ca: Option<DataSource>,
 }
 
+/// Real `CommonTlsContext` fields quickshake does not implement ("not supported yet").
+const COMMON_TLS_NOT_SUPPORTED: &[&str] = &[
+    "tls_certificate_provider_instance",
+    "tls_certificate_certificate_provider",
+    "tls_certificate_certificate_provider_instance",
+    "custom_tls_certificate_selector",
+    "validation_context_sds_secret_config",
+    "combined_validation_context",
+    "validation_context_certificate_provider",
+    "validation_context_certificate_provider_instance",
+    "custom_handshaker",
+    "key_log",
+];
+
 fn common_tls_context(node: &Node<'_>) -> Result<CommonTlsContext> {
     let o = node.obj_with(
         &[
@@ -110,18 +124,7 @@ fn common_tls_context(node: &Node<'_>) -> Result<CommonTlsContext> {
             "alpn_protocols",
             "validation_context",
         ],
-        &[
-            "tls_certificate_provider_instance",
-            "tls_certificate_certificate_provider",
-            "tls_certificate_certificate_provider_instance",
-            "custom_tls_certificate_selector",
-            "validation_context_sds_secret_config",
-            "combined_validation_context",
-            "validation_context_certificate_provider",
-            "validation_context_certificate_provider_instance",
-            "custom_handshaker",
-            "key_log",
-        ],
+        COMMON_TLS_NOT_SUPPORTED,
     )?;
     let mut certificates = Vec::new();
     for c in o.items("tls_certificates") {
@@ -337,19 +340,10 @@ pub(crate) fn upstream_tls_context(node: &Node<'_>) -> Result<UpstreamTls> {
     let co = ctx.obj_with(
         &["tls_certificates", "alpn_protocols", "validation_context"],
         &[
-            "tls_params",
-            "tls_certificate_sds_secret_configs",
-            "tls_certificate_provider_instance",
-            "tls_certificate_certificate_provider",
-            "tls_certificate_certificate_provider_instance",
-            "custom_tls_certificate_selector",
-            "validation_context_sds_secret_config",
-            "combined_validation_context",
-            "validation_context_certificate_provider",
-            "validation_context_certificate_provider_instance",
-            "custom_handshaker",
-            "key_log",
-        ],
+            COMMON_TLS_NOT_SUPPORTED,
+            &["tls_params", "tls_certificate_sds_secret_configs"],
+        ]
+        .concat(),
     )?;
     let certs = co.items("tls_certificates");
     if certs.len() > 1 {
