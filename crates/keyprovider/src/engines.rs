@@ -20,9 +20,7 @@ pub struct EngineStatus {
 
 /// Whether `QUICKSHAKE_HIDE_ENGINES` (comma-separated names, or `all`) hides an engine.
 pub fn hidden(name: &str) -> bool {
-    std::env::var("QUICKSHAKE_HIDE_ENGINES")
-        .map(|v| v.split(',').map(str::trim).any(|h| h == name || h == "all"))
-        .unwrap_or(false)
+    crate::engine::crypto_mb::hidden(name)
 }
 
 fn ours(kind: BackendKind, min_batch: usize) -> EngineStatus {

@@ -102,10 +102,11 @@ impl Watched {
             .collect();
     }
 
+    /// Whether any file of the last snapshot changed. The file list itself only changes when
+    /// a watched file (an SDS secret file naming other files) changes, so it is not re-derived
+    /// (and SDS files not re-parsed) on every poll.
     fn changed(&self) -> bool {
-        watched_files(&self.cfg)
-            .iter()
-            .any(|p| self.sigs.get(p).is_none_or(|old| *old != signature(p)))
+        self.sigs.iter().any(|(p, old)| *old != signature(p))
     }
 }
 

@@ -114,7 +114,7 @@ pub struct CryptoMbProbe {
 }
 
 /// Whether `QUICKSHAKE_HIDE_ENGINES` hides `name`.
-fn hidden(name: &str) -> bool {
+pub(crate) fn hidden(name: &str) -> bool {
     std::env::var(HIDE_ENV).is_ok_and(|v| hide_list_hides(&v, name))
 }
 
