@@ -15,7 +15,7 @@ use boring::x509::X509;
 use quickshake_config::{read_data_source, DownstreamTls, TlsCertificate, TlsVersion};
 use quickshake_keyprovider::{KeySetup, Providers};
 
-use crate::certs::{key_kind, load_chain, load_key, source_name, CertInfo, KeyKind};
+use crate::certs::{load_chain, load_key, source_name, CertInfo, KeyKind};
 use crate::TlsError;
 
 /// Envoy's default downstream cipher list for TLS 1.2 (TLS 1.3 suites are not configurable).
@@ -370,9 +370,4 @@ fn is_ecdhe_ecdsa(suite: u16) -> bool {
         suite,
         0xc009 | 0xc00a | 0xc02b | 0xc02c | 0xcca9 | 0xc023 | 0xc024
     )
-}
-
-/// Used by tests of certificate selection.
-pub fn kind_of_key(key: &PKey<Private>) -> KeyKind {
-    key_kind(key)
 }
