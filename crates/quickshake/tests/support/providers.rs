@@ -83,16 +83,6 @@ pub fn provider_counter(gw: &Gateway, name: &str) -> u64 {
     gw.counter(&format!("{}cryptomb.{name}", gw.scope("127.0.0.1")))
 }
 
-/// Whether crypto_mb is usable here (asks the real binary's doctor).
-pub fn crypto_mb_usable() -> bool {
-    let out = std::process::Command::new(super::binary())
-        .args(["doctor", "--json"])
-        .output()
-        .expect("doctor runs");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    v["crypto_mb"]["usable"].as_bool() == Some(true)
-}
-
 /// The accelerated engines in `auto` order and whether each is usable (from the doctor).
 pub fn accelerated_engines() -> Vec<(String, bool)> {
     let out = std::process::Command::new(super::binary())
