@@ -185,7 +185,7 @@ pub fn qat_functions() -> Vec<QatFunction> {
 /// detects them but ships no offload path that was never run (none exists on these machines).
 pub fn qat_status() -> String {
     if hidden("qat") {
-        return "qat is hidden by QUICKSHAKE_HIDE_ENGINES".into();
+        return "QAT is hidden by QUICKSHAKE_HIDE_ENGINES".into();
     }
     let vfs: Vec<QatFunction> = qat_functions()
         .into_iter()
