@@ -4,7 +4,11 @@
 //! whenever the worker is idle. On one core this costs two context switches per batch and
 //! takes no CPU from anyone; on several it also lets a batch use an idle core.
 //!
-//! `unsafe` is needed for one libc call (`setpriority`), marked `// SAFETY:`.
+//! The gateway's `--handshake-priority idle` puts whole handshake threads in the `SCHED_IDLE`
+//! class with [`idle_class_this_thread`] (their batch threads inherit it).
+//!
+//! `unsafe` is needed for the libc calls (`setpriority`, `sched_setscheduler`), each marked
+//! `// SAFETY:`.
 #![allow(unsafe_code)]
 
 use std::cell::Cell;
@@ -66,4 +70,33 @@ pub fn run_on_batch_thread(job: Job) -> Result<(), Job> {
             None => Err(job),
         }
     })
+}
+
+/// Put the calling thread in the kernel's `SCHED_IDLE` class: it runs only when no
+/// normal-class thread on its CPU wants to, and is preempted as soon as one wakes. Threads it
+/// creates afterwards inherit the class. `false` if the kernel refused (the thread then keeps
+/// its normal priority).
+pub fn idle_class_this_thread() -> bool {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `sched_setscheduler(0, ..)` changes the calling thread only (Linux thread ids);
+    // `param` is a valid `sched_param` that outlives the call, which only reads it.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_thread_can_enter_the_idle_class() {
+        let policy = std::thread::spawn(|| {
+            assert!(
+                super::idle_class_this_thread(),
+                "sched_setscheduler refused"
+            );
+            // SAFETY: plain syscall wrapper, no pointers.
+            unsafe { libc::sched_getscheduler(0) }
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(policy, libc::SCHED_IDLE);
+    }
 }

@@ -29,8 +29,20 @@ pub struct Cli {
     /// Seconds a drain (SIGTERM, /quitquitquit) waits for open connections.
     #[arg(long = "drain-time-s", default_value_t = 10)]
     pub drain_time_s: u64,
+    /// `normal`: handshakes run on the worker threads (the most handshakes per core). `idle`:
+    /// each worker handshakes on a companion thread in the kernel's SCHED_IDLE class, so
+    /// requests on established connections never wait behind handshakes (and their key
+    /// operations); new handshakes get the CPU that established traffic leaves.
+    #[arg(long = "handshake-priority", value_enum, default_value = "normal")]
+    pub handshake_priority: HandshakePriorityArg,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HandshakePriorityArg {
+    Normal,
+    Idle,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -17,7 +17,7 @@ use quickshake_admin::AdminState;
 use quickshake_config::Bootstrap;
 use quickshake_keyprovider::Providers;
 use quickshake_server::admin_state::GatewayAdmin;
-use quickshake_server::{build_listeners, DrainHandle, Gateway, GatewayOptions};
+use quickshake_server::{build_listeners, DrainHandle, Gateway, GatewayOptions, HandshakePriority};
 use quickshake_stats::Store;
 
 use cli::{Cli, Command, Mode};
@@ -134,6 +134,10 @@ fn serve(
     let opts = GatewayOptions {
         concurrency: concurrency(cli),
         drain_time: Duration::from_secs(cli.drain_time_s),
+        handshake_priority: match cli.handshake_priority {
+            cli::HandshakePriorityArg::Normal => HandshakePriority::Normal,
+            cli::HandshakePriorityArg::Idle => HandshakePriority::Idle,
+        },
     };
     let ctx = |e: &dyn std::fmt::Display| {
         format!("error initializing configuration '{}': {e}", path.display())
@@ -166,6 +170,7 @@ fn serve(
             "log_level": cli.log_level,
             "mode": "Serve",
             "drain_time": format!("{}s", cli.drain_time_s),
+            "handshake_priority": format!("{:?}", cli.handshake_priority).to_lowercase(),
         }),
         drain.clone(),
     );

@@ -185,7 +185,18 @@ fn two_cpus() -> bool {
     std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2
 }
 
-fn start_pinned(template: &str) -> Pinned {
+/// How the pinned gateway schedules handshake work against established connections.
+#[derive(Clone, Copy, Debug)]
+enum Sched {
+    /// The default: handshakes and batches on the worker thread.
+    Worker,
+    /// `QUICKSHAKE_BATCH_THREADS=1`: CPU engine batches on a nice-10 thread per worker.
+    BatchThread,
+    /// `--handshake-priority idle`: handshakes (and their batches) on a SCHED_IDLE thread.
+    IdleHandshakes,
+}
+
+fn start_pinned(template: &str, sched: Sched) -> Pinned {
     let dir = tempfile::tempdir().expect("tempdir");
     let (port, port2, admin) = (free_port(), free_port(), free_port());
     let cfg = dir.path().join("config.yaml");
@@ -198,10 +209,16 @@ fn start_pinned(template: &str) -> Pinned {
     } else {
         Command::new(binary())
     };
-    // Latency mode: CPU engines compute on the lower-priority batch thread (see
-    // keyprovider::priority); the default computes on the worker for throughput.
+    match sched {
+        Sched::Worker => {}
+        Sched::BatchThread => {
+            cmd.env("QUICKSHAKE_BATCH_THREADS", "1");
+        }
+        Sched::IdleHandshakes => {
+            cmd.args(["--handshake-priority", "idle"]);
+        }
+    }
     let child = cmd
-        .env("QUICKSHAKE_BATCH_THREADS", "1")
         .arg("-c")
         .arg(&cfg)
         .args(["--concurrency", "1", "-l", "warning"])
@@ -343,8 +360,8 @@ struct Latency {
 
 /// Idle p99 of keep-alive requests, then their p99 during a closed-loop storm of full handshakes
 /// from 16 clients.
-fn keepalive_under_storm(certificates: &str) -> Latency {
-    let gw = start_pinned(&direct_response_config(certificates, "", ""));
+fn keepalive_under_storm(certificates: &str, sched: Sched) -> Latency {
+    let gw = start_pinned(&direct_response_config(certificates, "", ""), sched);
     let conns = open_keepalive(gw.port);
     // Warm up, then the idle measurement.
     let (conns, _) = measure(conns);
@@ -383,14 +400,19 @@ fn keepalive_under_storm(certificates: &str) -> Latency {
     }
 }
 
-/// The offload criterion: within twice the idle p99, plus 2 ms. The floor: idle p99 on
+/// The offload criterion: within twice the idle p99, plus [`FLOOR`]. The floor: idle p99 on
 /// loopback is a fraction of a millisecond, where scheduler wake-up and timer slack on a shared
 /// 2-core machine (the measuring threads share CPU 1 with the storm's clients) are of the same
-/// order; 2 ms is well below one batch of signatures (~6 ms), so a worker that computed or
-/// waited for a batch inline would still be flagged (the inline control below is).
+/// order; 1 ms is well below one batch of signatures (~6 ms) and the ~3 ms a worker spends
+/// resuming a batch's handshakes, so a worker that computed, waited for or resumed a batch in
+/// front of the request would still be flagged (the inline control below is).
 fn within_offload_bound(l: &Latency) -> bool {
-    l.storm_p99 <= l.idle_p99 * 2 + Duration::from_millis(2)
+    l.storm_p99 <= l.idle_p99 * 2 + FLOOR
 }
+
+/// Allowance for timer and scheduler noise on a shared 2-core VM, where idle p99 itself moves
+/// between 0.3 and 0.7 ms from run to run.
+const FLOOR: Duration = Duration::from_millis(1);
 
 /// One batch of 8 RSA-2048 signatures in software on this class of machine: 8 × ~0.7 ms.
 const ONE_BATCH: Duration = Duration::from_micros(8 * 700);
@@ -422,9 +444,9 @@ fn software_engine() -> String {
     )
 }
 
-/// What holds on this machine: with the key in a provider, keep-alive requests are delayed far
-/// less by a handshake storm than with the key inline; the two per-engine targets that are not
-/// met are the ignored tests below, with their figures.
+/// The comparison in one run: with idle-class handshakes and the key in a provider, keep-alive
+/// requests are delayed far less by a handshake storm than with the key inline on the worker
+/// (the default), which is also the positive control of the offload criterion.
 #[test]
 fn keepalive_requests_keep_flowing_while_handshakes_wait_in_a_provider() {
     let _s = serial();
@@ -441,11 +463,17 @@ fn keepalive_requests_keep_flowing_while_handshakes_wait_in_a_provider() {
 }
 
 fn compare_engines() -> Result<(), String> {
-    let slow = keepalive_under_storm(&slow_engine());
-    print("slow sleeping engine (delay 50ms, offload)", &slow);
-    let software = keepalive_under_storm(&software_engine());
-    print("software engine (batching)", &software);
-    let inline = keepalive_under_storm(&plain_cert("rsa2048"));
+    let slow = keepalive_under_storm(&slow_engine(), Sched::IdleHandshakes);
+    print(
+        "slow sleeping engine (delay 50ms, offload), idle-class handshakes",
+        &slow,
+    );
+    let software = keepalive_under_storm(&software_engine(), Sched::IdleHandshakes);
+    print(
+        "software engine (batching), idle-class handshakes",
+        &software,
+    );
+    let inline = keepalive_under_storm(&plain_cert("rsa2048"), Sched::Worker);
     print("inline key", &inline);
     // Positive control: the inline key in the same storm is flagged by the offload criterion.
     if within_offload_bound(&inline) {
@@ -477,48 +505,72 @@ fn compare_engines() -> Result<(), String> {
     Ok(())
 }
 
-/// The offload target: keep-alive p99 during the storm within 2 × idle p99 + 2 ms (the 2 ms
-/// floor absorbs timer and scheduler noise of a shared 2-core VM at sub-millisecond idle p99s).
-/// Measured: storm p99 1.9–8.6 ms against bounds 2.5–3.1 ms (met in about half the runs on this
-/// shared 2-core VM); storm p50 equals idle p50. When a batch of 8 returns, the one worker
-/// resumes 8 handshakes back to back and a keep-alive request that arrives then waits behind
-/// them. Not gated in CI: run with `--ignored`.
-#[ignore = "timing target met in about half the runs on a shared 2-core VM (storm p99 1.9-8.6 ms vs 2 x idle p99 + 2 ms); see docs/reliability.md"]
+/// The offload target: with handshakes on idle-class threads (`--handshake-priority idle`),
+/// keep-alive p99 during the storm within 2 × idle p99 (plus [`FLOOR`]). The kernel preempts
+/// the handshake thread whenever the serving thread has a request, so resumed handshakes and
+/// new ClientHellos no longer queue in front of it. Without the split (the default, one thread
+/// per worker) the target was met in about half the runs: when a batch of 8 returned, the
+/// worker resumed 8 handshakes back to back and a request arriving then waited behind them
+/// (storm p99 1.9–8.6 ms).
 #[test]
 fn keepalive_p99_with_an_offloaded_engine_within_twice_idle() {
     let _s = serial();
     // Timing on a shared 2-core machine: one re-measurement before judging (reported either way).
-    let mut slow = keepalive_under_storm(&slow_engine());
-    print("slow sleeping engine (delay 50ms, offload)", &slow);
+    let mut slow = keepalive_under_storm(&slow_engine(), Sched::IdleHandshakes);
+    print(
+        "slow sleeping engine (delay 50ms, offload), idle-class handshakes",
+        &slow,
+    );
     if !within_offload_bound(&slow) {
-        slow = keepalive_under_storm(&slow_engine());
+        slow = keepalive_under_storm(&slow_engine(), Sched::IdleHandshakes);
         print("slow sleeping engine, second measurement", &slow);
     }
     assert!(
         within_offload_bound(&slow),
-        "slow engine: storm p99 {:?} > 2 × idle p99 {:?} + 2 ms",
+        "slow engine: storm p99 {:?} > 2 × idle p99 {:?} + {FLOOR:?}",
         slow.storm_p99,
         slow.idle_p99
     );
 }
 
 /// The CPU engine's target: keep-alive p99 during the storm within idle p99 plus one batch's
-/// compute time. Met since batches run on a lower-priority batch thread (the kernel preempts
-/// the batch when the worker has a request): storm p99 3.2–4.5 ms against 5.8–5.9 ms. Before,
-/// with the batch computed on the worker, it was ~15 ms.
+/// compute time, below the inline key's. Two ways to get there, both checked: batches on a
+/// lower-priority batch thread (`QUICKSHAKE_BATCH_THREADS=1`: the kernel preempts the batch
+/// when the worker has a request, but the worker still runs the handshakes themselves), and
+/// whole handshakes on idle-class threads. With the batch computed on the worker (the
+/// default) it is ~15 ms.
 #[test]
 fn keepalive_p99_with_the_software_engine_within_one_batch_of_idle() {
     let _s = serial();
-    let mut software = keepalive_under_storm(&software_engine());
-    print("software engine (batching)", &software);
-    if software.storm_p99 > software.idle_p99 + ONE_BATCH {
-        software = keepalive_under_storm(&software_engine());
-        print("software engine, second measurement", &software);
+    for (sched, what) in [
+        (Sched::BatchThread, "software engine, batch thread"),
+        (
+            Sched::IdleHandshakes,
+            "software engine, idle-class handshakes",
+        ),
+    ] {
+        let mut software = keepalive_under_storm(&software_engine(), sched);
+        print(what, &software);
+        if software.storm_p99 > software.idle_p99 + ONE_BATCH {
+            software = keepalive_under_storm(&software_engine(), sched);
+            print(&format!("{what}, second measurement"), &software);
+        }
+        assert!(
+            software.storm_p99 <= software.idle_p99 + ONE_BATCH,
+            "{what}: storm p99 {:?} > idle p99 {:?} + one batch {ONE_BATCH:?}",
+            software.storm_p99,
+            software.idle_p99
+        );
     }
-    assert!(
-        software.storm_p99 <= software.idle_p99 + ONE_BATCH,
-        "software engine: storm p99 {:?} > idle p99 {:?} + one batch {ONE_BATCH:?}",
-        software.storm_p99,
-        software.idle_p99
-    );
+}
+
+/// With idle-class handshakes even an in-process key leaves keep-alive requests alone: the
+/// signature is computed on the handshake thread, which the serving thread preempts. Reported
+/// (not asserted): it is a property of the mode, not of a provider.
+#[test]
+#[ignore = "report only: run with --ignored --nocapture"]
+fn report_inline_key_with_idle_class_handshakes() {
+    let _s = serial();
+    let inline = keepalive_under_storm(&plain_cert("rsa2048"), Sched::IdleHandshakes);
+    print("inline key, idle-class handshakes", &inline);
 }

@@ -15,6 +15,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use crate::handoff::{self, Movable, Socket};
 use crate::http::{handle_request, ConnInfo, HttpRuntime};
 use crate::listener::{ChainRuntime, ListenerShared, Network};
 use crate::prefixed::Prefixed;
@@ -23,7 +24,8 @@ use crate::ServerShared;
 use quickshake_wire::proxy_protocol;
 
 /// Entry point for an accepted socket. Accounting (active gauges, destroy counters, length
-/// histogram) happens here whatever the outcome.
+/// histogram) happens when the connection's [`ConnGuard`] drops, whatever the outcome and
+/// whichever thread served it.
 pub async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
@@ -40,28 +42,47 @@ pub async fn serve_connection(
         return;
     }
     stats.downstream_cx_active.inc();
-    let started = Instant::now();
     let _ = stream.set_nodelay(true);
-    run(stream, peer, &listener, drain).await;
-    stats.downstream_cx_active.dec();
-    stats.downstream_cx_destroy.inc();
-    stats
-        .downstream_cx_length_ms
-        .record(started.elapsed().as_secs_f64() * 1000.0);
-    server.release();
-}
-
-async fn run(
-    stream: TcpStream,
-    mut peer: SocketAddr,
-    listener: &ListenerShared,
-    drain: watch::Receiver<bool>,
-) {
-    let chains = listener.chains.load_full();
     let local = stream
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
+    let guard = ConnGuard {
+        listener: listener.clone(),
+        server,
+        started: Instant::now(),
+    };
+    run(Socket::Live(stream), peer, local, listener, drain, guard).await;
+}
+
+/// One admitted connection's accounting, done on drop.
+struct ConnGuard {
+    listener: Arc<ListenerShared>,
+    server: Arc<ServerShared>,
+    started: Instant,
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        let stats = &self.listener.stats;
+        stats.downstream_cx_active.dec();
+        stats.downstream_cx_destroy.inc();
+        stats
+            .downstream_cx_length_ms
+            .record(self.started.elapsed().as_secs_f64() * 1000.0);
+        self.server.release();
+    }
+}
+
+async fn run(
+    stream: Socket,
+    mut peer: SocketAddr,
+    local: String,
+    listener: Arc<ListenerShared>,
+    drain: watch::Receiver<bool>,
+    guard: ConnGuard,
+) {
+    let chains = listener.chains.load_full();
     let mut stream = Prefixed::new(Vec::new(), stream);
     if listener.proxy_protocol {
         let timeout = chains
@@ -92,7 +113,10 @@ async fn run(
             return;
         };
         let deadline = Instant::now() + chain.handshake_timeout;
-        return serve_chain(stream, chain, deadline, peer, local, listener, drain).await;
+        return serve_chain(
+            stream, chain, deadline, peer, local, &listener, drain, guard,
+        )
+        .await;
     }
     // Several chains: read the ClientHello's SNI first (as Envoy's tls_inspector does), within
     // the handshake timeout, then hand the bytes read to the TLS stack.
@@ -119,10 +143,14 @@ async fn run(
         return;
     };
     let stream = Prefixed::new(hello, stream);
-    serve_chain(stream, chain, deadline, peer, local, listener, drain).await;
+    serve_chain(
+        stream, chain, deadline, peer, local, &listener, drain, guard,
+    )
+    .await;
 }
 
 /// TLS (if the chain has it) then HTTP on one connection. `deadline` bounds the handshake.
+#[allow(clippy::too_many_arguments)]
 async fn serve_chain<S>(
     stream: S,
     chain: Arc<ChainRuntime>,
@@ -131,12 +159,13 @@ async fn serve_chain<S>(
     local: String,
     listener: &ListenerShared,
     drain: watch::Receiver<bool>,
+    guard: ConnGuard,
 ) where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: AsyncRead + AsyncWrite + Movable + Unpin + Send + 'static,
 {
     let Some(tls) = chain.tls.clone() else {
         let info = conn_info(peer, local, None, None);
-        serve_network(stream, &chain, info, None, drain).await;
+        serve_network(stream, chain, info, None, drain, guard).await;
         return;
     };
     let stats = &listener.stats;
@@ -171,11 +200,45 @@ async fn serve_chain<S>(
         .map(str::to_string);
     let alpn_h2 = ssl.selected_alpn_protocol() == Some(b"h2");
     let info = conn_info(peer, local, sni, Some(ssl.version_str().to_string()));
-    serve_network(tls_stream, &chain, info, Some(alpn_h2), drain).await;
+    serve_network(tls_stream, chain, info, Some(alpn_h2), drain, guard).await;
+}
+
+/// Serve an established connection here, or hand it to this worker's serving thread when
+/// handshakes run on their own thread (see [`handoff`]).
+async fn serve_network<S>(
+    mut stream: S,
+    chain: Arc<ChainRuntime>,
+    info: Arc<ConnInfo>,
+    alpn_h2: Option<bool>,
+    drain: watch::Receiver<bool>,
+    guard: ConnGuard,
+) where
+    S: AsyncRead + AsyncWrite + Movable + Unpin + Send + 'static,
+{
+    if !handoff::hands_off() {
+        serve_filter(stream, &chain, info, alpn_h2, drain).await;
+        drop(guard);
+        return;
+    }
+    if let Err(e) = stream.detach() {
+        tracing::debug!(peer = %info.peer, error = %e, "cannot move connection to serving thread");
+        return;
+    }
+    let job: handoff::ServeJob = Box::pin(async move {
+        match stream.attach() {
+            Ok(()) => serve_filter(stream, &chain, info, alpn_h2, drain).await,
+            Err(e) => tracing::debug!(peer = %info.peer, error = %e, "cannot register connection"),
+        }
+        drop(guard);
+    });
+    // The serving thread stopped (drain): serve it here instead.
+    if let Err(job) = handoff::hand_off(job) {
+        job.await;
+    }
 }
 
 /// The chain's network filter: the HTTP connection manager or `tcp_proxy`.
-async fn serve_network<S>(
+async fn serve_filter<S>(
     stream: S,
     chain: &ChainRuntime,
     info: Arc<ConnInfo>,
@@ -255,8 +318,8 @@ fn count_protocol_error(rt: &HttpRuntime, e: &(dyn std::error::Error + 'static))
 
 /// Read a PROXY protocol header (v1 or v2) and nothing more than needed: the client address
 /// it carries (none for LOCAL/UNKNOWN) and the bytes read past it.
-async fn read_proxy_header(
-    stream: &mut TcpStream,
+async fn read_proxy_header<R: AsyncRead + Unpin>(
+    stream: &mut R,
 ) -> Result<(Option<SocketAddr>, Vec<u8>), &'static str> {
     let mut buf = Vec::with_capacity(256);
     loop {

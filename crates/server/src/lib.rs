@@ -11,6 +11,7 @@ pub mod access_log;
 pub mod admin_state;
 pub mod clusters;
 pub mod connection;
+pub mod handoff;
 pub mod http;
 pub mod listener;
 pub mod prefixed;
@@ -92,10 +93,22 @@ impl ServerShared {
     }
 }
 
+/// Where a worker runs its TLS handshakes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HandshakePriority {
+    /// On the worker's own thread, like Envoy: the most handshakes per core.
+    #[default]
+    Normal,
+    /// On a companion thread in the kernel's `SCHED_IDLE` class (see [`handoff`]): requests on
+    /// established connections never wait behind handshakes; handshakes get the CPU left over.
+    Idle,
+}
+
 /// How to run the workers.
 #[derive(Debug, Clone)]
 pub struct GatewayOptions {
     pub concurrency: usize,
+    pub handshake_priority: HandshakePriority,
     /// How long a drain waits for open connections before the process exits.
     pub drain_time: Duration,
 }
@@ -157,10 +170,14 @@ impl Gateway {
         let mut workers = Vec::new();
         for (i, sockets) in per_worker.into_iter().enumerate() {
             let (server, drain) = (shared.clone(), drain_rx.clone());
-            let drain_time = opts.drain_time;
+            let run = worker::WorkerRun {
+                index: i,
+                drain_timeout: opts.drain_time,
+                handshake_priority: opts.handshake_priority,
+            };
             let handle = std::thread::Builder::new()
                 .name(format!("wrk:{i}"))
-                .spawn(move || worker::run_worker(i, sockets, server, drain, drain_time))
+                .spawn(move || worker::run_worker(run, sockets, server, drain))
                 .map_err(ServerError::Thread)?;
             workers.push(handle);
         }

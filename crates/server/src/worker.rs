@@ -2,58 +2,135 @@
 //! own SO_REUSEPORT socket per listener, so a connection is accepted, handshaken and served on
 //! one thread. (A provider's per-worker queue relies on this: an operation resumes on the
 //! thread that queued it.)
+//!
+//! With [`HandshakePriority::Idle`] a worker is two threads: its handshake thread (idle class)
+//! accepts and handshakes, its serving thread serves what the handshake thread hands over
+//! ([`crate::handoff`]). Key operations still resume on the thread that queued them.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::runtime::Runtime;
+use tokio::sync::{mpsc, watch};
 
 use crate::connection::serve_connection;
+use crate::handoff::{self, ServeJob};
 use crate::listener::ListenerShared;
-use crate::ServerShared;
+use crate::{HandshakePriority, ServerShared};
+
+/// What one worker is.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerRun {
+    pub index: usize,
+    /// How long a drain waits for open connections.
+    pub drain_timeout: Duration,
+    pub handshake_priority: HandshakePriority,
+}
+
+type Sockets = Vec<(Arc<ListenerShared>, std::net::TcpListener)>;
 
 /// Run one worker until drained: accept on every listener, then wait for connections to end.
 pub fn run_worker(
-    index: usize,
-    sockets: Vec<(Arc<ListenerShared>, std::net::TcpListener)>,
+    run: WorkerRun,
+    sockets: Sockets,
     server: Arc<ServerShared>,
     drain: watch::Receiver<bool>,
-    drain_timeout: Duration,
 ) {
-    let rt = match tokio::runtime::Builder::new_current_thread()
+    match run.handshake_priority {
+        HandshakePriority::Normal => {
+            if let Some(rt) = runtime(run.index) {
+                rt.block_on(accept_and_serve(run, sockets, server, drain));
+            }
+        }
+        HandshakePriority::Idle => run_split(run, sockets, server, drain),
+    }
+    tracing::debug!(worker = run.index, "worker stopped");
+}
+
+fn runtime(index: usize) -> Option<Runtime> {
+    match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
-        Ok(rt) => rt,
+        Ok(rt) => Some(rt),
         Err(e) => {
             tracing::error!(worker = index, error = %e, "cannot start worker event loop");
+            None
+        }
+    }
+}
+
+/// The handshake thread accepts and handshakes; this (serving) thread serves the established
+/// connections it hands over, until the handshake thread stops.
+fn run_split(
+    run: WorkerRun,
+    sockets: Sockets,
+    server: Arc<ServerShared>,
+    drain: watch::Receiver<bool>,
+) {
+    let Some(rt) = runtime(run.index) else {
+        return;
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel::<ServeJob>();
+    let handshakes = std::thread::Builder::new()
+        .name(format!("hs:{}", run.index))
+        .spawn(move || {
+            if !quickshake_keyprovider::priority::idle_class_this_thread() {
+                tracing::warn!(
+                    worker = run.index,
+                    "cannot put the handshake thread in SCHED_IDLE; it runs at normal priority"
+                );
+            }
+            if let Some(hs_rt) = runtime(run.index) {
+                handoff::set_serving_thread(tx);
+                hs_rt.block_on(accept_and_serve(run, sockets, server, drain));
+                handoff::clear_serving_thread();
+            }
+        });
+    let handshakes = match handshakes {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::error!(worker = run.index, error = %e, "cannot start handshake thread");
             return;
         }
     };
+    // Ends when the handshake thread has drained (it waits for every connection, served here
+    // or not, within the drain time) and dropped its sender.
     rt.block_on(async move {
-        let mut accepts = Vec::new();
-        for (shared, std_listener) in sockets {
-            match TcpListener::from_std(std_listener) {
-                Ok(l) => accepts.push(tokio::spawn(accept_loop(
-                    l,
-                    shared,
-                    server.clone(),
-                    drain.clone(),
-                ))),
-                Err(e) => tracing::error!(worker = index, error = %e, "cannot register listener"),
-            }
-        }
-        for a in accepts {
-            let _ = a.await;
-        }
-        // Drained: wait for this process's connections to finish, bounded.
-        let deadline = tokio::time::Instant::now() + drain_timeout;
-        while server.active() > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        while let Some(job) = rx.recv().await {
+            tokio::spawn(job);
         }
     });
-    tracing::debug!(worker = index, "worker stopped");
+    let _ = handshakes.join();
+}
+
+async fn accept_and_serve(
+    run: WorkerRun,
+    sockets: Sockets,
+    server: Arc<ServerShared>,
+    drain: watch::Receiver<bool>,
+) {
+    let mut accepts = Vec::new();
+    for (shared, std_listener) in sockets {
+        match TcpListener::from_std(std_listener) {
+            Ok(l) => accepts.push(tokio::spawn(accept_loop(
+                l,
+                shared,
+                server.clone(),
+                drain.clone(),
+            ))),
+            Err(e) => tracing::error!(worker = run.index, error = %e, "cannot register listener"),
+        }
+    }
+    for a in accepts {
+        let _ = a.await;
+    }
+    // Drained: wait for this process's connections to finish, bounded.
+    let deadline = tokio::time::Instant::now() + run.drain_timeout;
+    while server.active() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn accept_loop(

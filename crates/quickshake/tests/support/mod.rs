@@ -74,6 +74,13 @@ impl Gateway {
         let logf = std::fs::File::create(&log).expect("log file");
         let mut cmd = Command::new(binary());
         cmd.arg("-c").arg(&cfg).args(args);
+        // Run a whole suite with handshakes on idle-class threads (tests/handshake_priority.rs
+        // covers that mode in CI; this reruns any other suite in it by hand).
+        if let Ok(p) = std::env::var("QS_TEST_HANDSHAKE_PRIORITY") {
+            if !args.contains(&"--handshake-priority") {
+                cmd.args(["--handshake-priority", &p]);
+            }
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }
