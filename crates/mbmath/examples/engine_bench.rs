@@ -31,6 +31,7 @@ fn flags() -> String {
     {
         for (name, on) in [
             ("avx2", std::arch::is_x86_feature_detected!("avx2")),
+            ("fma", std::arch::is_x86_feature_detected!("fma")),
             ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
             (
                 "avx512ifma",

@@ -13,11 +13,14 @@
 //! |---|---|---|---|
 //! | `portable` | 1 (lanes in a loop) | 16 x 64 bit, `u128` products | nothing |
 //! | `avx2` | 4 per `ymm` | 37 x 28 bit, `vpmuludq`, lazy carries | AVX2 |
+//! | `fma` | 4 per `ymm` | 21 x 50 bit in `f64`, exact products with two FMAs | AVX2 + FMA, MXCSR round-to-nearest |
 //! | `ifma` | 8 per `zmm` | 20 x 52 bit, `vpmadd52{l,h}uq` | AVX-512F + IFMA |
 //!
 //! A backend is chosen at run time. SIMD backends are represented by
-//! zero-sized witness tokens ([`Avx2Token`], [`IfmaToken`]) that can only be
-//! obtained after `is_x86_feature_detected!` confirmed the CPU features, so
+//! zero-sized witness tokens ([`Avx2Token`], [`FmaToken`], [`IfmaToken`]) that
+//! can only be obtained after `is_x86_feature_detected!` confirmed the CPU
+//! features (and, for `fma`, that the MXCSR rounding mode is
+//! round-to-nearest, which its exact products rely on), so
 //! no code path can call a `#[target_feature]` function without that proof
 //! (the style of `ring`'s CPU feature tokens). [`Backend`] carries the token;
 //! [`Backend::new`] / [`Backend::best`] obtain one.
@@ -32,7 +35,9 @@
 //! is `unsafe` (the CPU must support the features); each call site is an
 //! `unsafe` block justified by a witness token. The intrinsics themselves are
 //! safe inside those functions except loads/stores through raw pointers,
-//! which are only used on properly sized, in-bounds arrays. The crate uses
+//! which are only used on properly sized, in-bounds arrays. The `fma`
+//! backend additionally reads MXCSR (`_mm_getcsr`, SSE, always present on
+//! x86_64) and reinterprets `f64` vectors as integers (plain data). The crate uses
 //! `#![deny(unsafe_op_in_unsafe_fn)]` and every `unsafe` block carries a
 //! `// SAFETY:` comment. No other `unsafe` exists.
 //!
@@ -45,6 +50,10 @@
 //! * fixed-window (5-bit) exponentiation over all `64 L` exponent bits; the
 //!   table entry is fetched by scanning the whole table and combining with
 //!   per-lane masks (`vpcmpeqq` / mask registers / arithmetic masks);
+//! * the `fma` backend's floating-point operations (FMA, add, subtract on
+//!   normal numbers or zero, round-to-nearest) have data-independent timing
+//!   on the targeted CPUs; no value ever becomes subnormal, and the exact
+//!   product splitting has no branch (biases are removed by constants);
 //! * SIMD Montgomery products are "almost Montgomery" (`< 2p`, no per-step
 //!   subtraction, since `4p < R`), the final reduction is a masked subtraction;
 //! * reduction of the input mod `p`/`q`, CRT recombination
@@ -59,7 +68,7 @@
 //!   memcheck (`--error-exitcode=42`). The binary marks the key's secret
 //!   fields and the message as undefined (valgrind client request
 //!   `MAKE_MEM_UNDEFINED`, emitted with inline asm) and runs the full CRT
-//!   signing path on the portable and AVX2 backends. Any branch or address
+//!   signing path on the portable, AVX2 and FMA backends. Any branch or address
 //!   that depends on secret data is reported by memcheck and fails the test.
 //!   A deliberately leaky square-and-multiply and a secret-indexed table
 //!   lookup are run by the same harness and must be flagged (exit 42). The
@@ -78,6 +87,8 @@ mod rsa;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod fma;
 #[cfg(target_arch = "x86_64")]
 mod ifma;
 
@@ -123,19 +134,28 @@ pub enum BackendKind {
     Portable,
     /// AVX2, 4 lanes of radix-2^28 numbers per `ymm`.
     Avx2,
+    /// AVX2 + FMA3, 4 lanes of radix-2^50 numbers in `f64` per `ymm`.
+    Fma,
     /// AVX-512 IFMA, 8 lanes of radix-2^52 numbers per `zmm`.
     Ifma,
 }
 
 impl BackendKind {
     /// All kinds, slowest first.
-    pub const ALL: [BackendKind; 3] = [BackendKind::Portable, BackendKind::Avx2, BackendKind::Ifma];
+    pub const ALL: [BackendKind; 4] = [
+        BackendKind::Portable,
+        BackendKind::Avx2,
+        BackendKind::Fma,
+        BackendKind::Ifma,
+    ];
 
-    /// The name used in configuration and reports: `portable`, `avx2`, `ifma`.
+    /// The name used in configuration and reports: `portable`, `avx2`, `fma`,
+    /// `ifma`.
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Portable => "portable",
             BackendKind::Avx2 => "avx2",
+            BackendKind::Fma => "fma",
             BackendKind::Ifma => "ifma",
         }
     }
@@ -150,6 +170,7 @@ impl BackendKind {
         match self {
             BackendKind::Portable => 1,
             BackendKind::Avx2 => 4,
+            BackendKind::Fma => 4,
             BackendKind::Ifma => 8,
         }
     }
@@ -162,6 +183,7 @@ impl BackendKind {
         match self {
             BackendKind::Portable => 64 * l,
             BackendKind::Avx2 => 28 * avx2_limbs(l),
+            BackendKind::Fma => 50 * fma_limbs(l),
             BackendKind::Ifma => 52 * ifma_limbs(l),
         }
     }
@@ -175,6 +197,12 @@ impl BackendKind {
 /// enough that `4 m < R`.
 pub(crate) const fn avx2_limbs(l: usize) -> usize {
     (64 * l + 2).div_ceil(28)
+}
+
+/// Radix-2^50 limbs used by the FMA backend for an `l`-limb modulus (four
+/// 100-bit products chain inside one `f64` binade; see `fma.rs`).
+pub(crate) const fn fma_limbs(l: usize) -> usize {
+    (64 * l + 2).div_ceil(50)
 }
 
 /// Radix-2^52 limbs used by the IFMA backend for an `l`-limb modulus.
@@ -206,6 +234,43 @@ impl Avx2Token {
     }
 }
 
+/// Proof that the CPU supports AVX2 and FMA3 and that this thread's MXCSR
+/// rounding control is round-to-nearest with the precision exception masked
+/// (the defaults, which the `fma` backend's exact products rely on).
+/// Zero-sized; only [`FmaToken::new`] creates one. Every dispatch to the
+/// backend checks MXCSR again (it is per thread and could have changed), and
+/// fails with [`MathError::BackendUnavailable`] if it is not so.
+#[derive(Debug, Clone, Copy)]
+pub struct FmaToken(());
+
+impl FmaToken {
+    /// `Some` iff this CPU (and OS) supports AVX2 and FMA and the current
+    /// rounding mode is round-to-nearest.
+    pub fn new() -> Option<Self> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+                && mxcsr_round_to_nearest()
+            {
+                return Some(FmaToken(()));
+            }
+        }
+        None
+    }
+}
+
+/// True iff MXCSR selects round-to-nearest (RC = 00) and masks the precision
+/// exception (PM = 1), as the `fma` backend requires.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn mxcsr_round_to_nearest() -> bool {
+    // SAFETY: `stmxcsr` only needs SSE, part of the x86_64 baseline; it reads
+    // this thread's MXCSR and has no other effect.
+    #[allow(deprecated)]
+    let csr = unsafe { core::arch::x86_64::_mm_getcsr() };
+    (csr >> 13) & 3 == 0 && csr & (1 << 12) != 0
+}
+
 /// Proof that the CPU supports AVX-512F and AVX-512 IFMA. Zero-sized; only
 /// [`IfmaToken::new`] creates one, after run-time feature detection.
 #[derive(Debug, Clone, Copy)]
@@ -233,6 +298,8 @@ pub enum Backend {
     Portable,
     /// AVX2 code.
     Avx2(Avx2Token),
+    /// AVX2 + FMA floating-point code.
+    Fma(FmaToken),
     /// AVX-512 IFMA code.
     Ifma(IfmaToken),
 }
@@ -243,6 +310,7 @@ impl Backend {
         let b = match kind {
             BackendKind::Portable => Some(Backend::Portable),
             BackendKind::Avx2 => Avx2Token::new().map(Backend::Avx2),
+            BackendKind::Fma => FmaToken::new().map(Backend::Fma),
             BackendKind::Ifma => IfmaToken::new().map(Backend::Ifma),
         };
         b.ok_or(MathError::BackendUnavailable(kind))
@@ -261,6 +329,7 @@ impl Backend {
         match self {
             Backend::Portable => BackendKind::Portable,
             Backend::Avx2(_) => BackendKind::Avx2,
+            Backend::Fma(_) => BackendKind::Fma,
             Backend::Ifma(_) => BackendKind::Ifma,
         }
     }
@@ -307,6 +376,26 @@ macro_rules! with_engine {
             #[cfg(target_arch = "x86_64")]
             (Backend::Avx2(t), 32) => {
                 let $e = $crate::avx2::Avx2Engine::<{ $crate::avx2_limbs(32) }, { 2 * $crate::avx2_limbs(32) }>::new(t);
+                Ok($body)
+            }
+            // MXCSR is per thread and may have changed since the token was made.
+            #[cfg(target_arch = "x86_64")]
+            (Backend::Fma(_), _) if !$crate::mxcsr_round_to_nearest() => {
+                Err(MathError::BackendUnavailable(BackendKind::Fma))
+            }
+            #[cfg(target_arch = "x86_64")]
+            (Backend::Fma(t), 16) => {
+                let $e = $crate::fma::FmaEngine::<{ $crate::fma_limbs(16) }, { 2 * $crate::fma_limbs(16) }>::new(t);
+                Ok($body)
+            }
+            #[cfg(target_arch = "x86_64")]
+            (Backend::Fma(t), 24) => {
+                let $e = $crate::fma::FmaEngine::<{ $crate::fma_limbs(24) }, { 2 * $crate::fma_limbs(24) }>::new(t);
+                Ok($body)
+            }
+            #[cfg(target_arch = "x86_64")]
+            (Backend::Fma(t), 32) => {
+                let $e = $crate::fma::FmaEngine::<{ $crate::fma_limbs(32) }, { 2 * $crate::fma_limbs(32) }>::new(t);
                 Ok($body)
             }
             #[cfg(target_arch = "x86_64")]

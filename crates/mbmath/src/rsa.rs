@@ -16,7 +16,7 @@ struct PrimeData {
     /// `-m^{-1} mod 2^64`.
     n0: u64,
     /// `R^2 mod m` for each backend's `R` (indexed by `BackendKind`).
-    rr: [Vec<u64>; 3],
+    rr: [Vec<u64>; BackendKind::ALL.len()],
     /// CRT exponent (`dp` or `dq`), `L` limbs.
     exp: Vec<u64>,
 }

@@ -48,6 +48,12 @@ fn ctgrind_private_crt_is_constant_time() {
         text.contains("ct: backend portable ok"),
         "portable backend did not run:\n{text}"
     );
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        assert!(
+            text.contains("ct: backend fma ok"),
+            "fma backend did not run:\n{text}"
+        );
+    }
     assert!(
         !text.contains(UNINIT_BRANCH) && !text.contains(UNINIT_USE),
         "secret-dependent branch/index:\n{text}"

@@ -13,7 +13,7 @@
 //!
 //! Modes:
 //! * `ct` (default): full RSA-2048 CRT batch on the portable and (if the CPU
-//!   and valgrind offer it) AVX2 backends. Must produce no memcheck error.
+//!   and valgrind offer them) AVX2 and FMA backends. Must produce no memcheck error.
 //! * `leaky-branch`: control; square-and-multiply branching on exponent bits.
 //!   Must be flagged ("Conditional jump or move depends on uninitialised value").
 //! * `leaky-index`: control; table lookup indexed by a secret.
@@ -23,7 +23,7 @@
 
 use std::hint::black_box;
 
-use quickshake_mbmath::{rsa_private_crt_batch_unchecked, Avx2Token, Backend, RsaCrtKey};
+use quickshake_mbmath::{rsa_private_crt_batch_unchecked, Avx2Token, Backend, FmaToken, RsaCrtKey};
 
 #[cfg(target_arch = "x86_64")]
 fn client_request(request: u64, arg1: u64, arg2: u64) -> u64 {
@@ -137,6 +137,10 @@ fn run_ct() {
     match Avx2Token::new() {
         Some(t) => backends.push(Backend::Avx2(t)),
         None => println!("note: AVX2 not available (CPU or valgrind); portable only"),
+    }
+    match FmaToken::new() {
+        Some(t) => backends.push(Backend::Fma(t)),
+        None => println!("note: FMA not available (CPU, valgrind or MXCSR); not checked"),
     }
 
     // Reference outputs, computed before anything is marked.
