@@ -34,7 +34,8 @@ fn ours(kind: BackendKind, min_batch: usize) -> EngineStatus {
 }
 
 /// The accelerated engines this build knows, in the order `auto` prefers them (the committed
-/// ranking in `ranking()`), each with whether it is usable here. Detected once.
+/// ranking in `ranking()`; engines it leaves out for this CPU come last and are never picked by
+/// `auto`), each with whether it is usable here. Detected once.
 pub fn accelerated() -> &'static [EngineStatus] {
     static DETECTED: OnceLock<Vec<EngineStatus>> = OnceLock::new();
     DETECTED.get_or_init(|| {
@@ -64,21 +65,53 @@ pub fn accelerated() -> &'static [EngineStatus] {
 pub const IFMA_MIN_BATCH: usize = 2;
 pub const AVX2_MIN_BATCH: usize = 2;
 
-/// The committed ranking for `engine: auto`, keyed by CPU features, from `bench/engine` runs
-/// (RSA-2048 signatures/s per core, all engines in one run; docs/benchmarks.md). Deterministic:
-/// the same CPU features always give the same order.
+/// The committed ranking for `engine: auto`, keyed by CPU vendor and features, from
+/// `bench/engine` runs (RSA-2048 signatures/s per core, all engines in one run, ratios to
+/// BoringSSL taken per round; docs/benchmarks.md). Deterministic: the same CPU always gives the
+/// same order. An engine missing from a CPU's list is never picked by `auto` there (it stays
+/// selectable by name).
 pub fn ranking() -> &'static [&'static str] {
-    if cpu_has("avx512ifma") {
-        RANKING_IFMA
-    } else {
-        RANKING_AVX2
+    ranking_for(cpu_vendor().as_deref(), cpu_has("avx512ifma"))
+}
+
+/// [`ranking`] for a given `vendor_id` and IFMA support.
+pub fn ranking_for(vendor: Option<&str>, ifma: bool) -> &'static [&'static str] {
+    let intel = vendor == Some("GenuineIntel");
+    match (ifma, intel) {
+        (true, false) => RANKING_IFMA,
+        (true, true) => RANKING_INTEL_IFMA,
+        (false, false) => RANKING_AVX2,
+        (false, true) => RANKING_INTEL_AVX2,
     }
 }
 
-/// CPUs with AVX-512 IFMA (e.g. AMD Zen 4, Intel Ice Lake and later).
+/// AMD (and other) CPUs with AVX-512 IFMA, e.g. Zen 4: crypto_mb 4.2-5.5x BoringSSL, ifma
+/// 3.0-3.8x, avx2 1.1-1.7x in the same runs.
 pub const RANKING_IFMA: &[&str] = &["crypto_mb", "ifma", "avx2"];
-/// CPUs without IFMA (e.g. AMD Zen 3): crypto_mb does not run there.
+/// Intel CPUs with IFMA (e.g. Sapphire Rapids): crypto_mb 6.0x, ifma 3.1x, but avx2 0.86x
+/// BoringSSL (mulx/adx scalar code is relatively stronger there), so avx2 is left out.
+pub const RANKING_INTEL_IFMA: &[&str] = &["crypto_mb", "ifma"];
+/// Non-Intel CPUs without IFMA (e.g. AMD Zen 2/3): crypto_mb does not run there; avx2 measured
+/// 1.1-1.7x BoringSSL on Zen 4 (its AVX2 units are Zen 3's, doubled in width for AVX-512 only).
 pub const RANKING_AVX2: &[&str] = &["avx2", "crypto_mb", "ifma"];
+/// Intel CPUs without IFMA (e.g. Skylake/Cascade Lake): no engine of ours beats BoringSSL there
+/// (avx2 measured below it on Intel), so `auto` finds no accelerated engine, as Envoy's
+/// cryptomb finds no crypto_mb.
+pub const RANKING_INTEL_AVX2: &[&str] = &[];
+
+/// `vendor_id` from /proc/cpuinfo (`GenuineIntel`, `AuthenticAMD`), read once.
+pub fn cpu_vendor() -> Option<String> {
+    static VENDOR: OnceLock<Option<String>> = OnceLock::new();
+    VENDOR
+        .get_or_init(|| {
+            let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+            info.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                (k.trim() == "vendor_id").then(|| v.trim().to_string())
+            })
+        })
+        .clone()
+}
 
 fn cpu_has(flag: &str) -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -107,7 +140,15 @@ pub fn software() -> Arc<dyn Engine> {
 /// The best usable accelerated engine, or why there is none.
 pub fn best_accelerated() -> Result<Arc<dyn Engine>, String> {
     let mut reasons = Vec::new();
+    let order = ranking();
     for s in accelerated() {
+        if !order.contains(&s.name) {
+            reasons.push(format!(
+                "{}: not ranked for this CPU (measured slower than BoringSSL on it)",
+                s.name
+            ));
+            continue;
+        }
         match &s.engine {
             Ok(e) => return Ok(e.clone()),
             Err(r) => reasons.push(format!("{}: {r}", s.name)),
@@ -204,5 +245,30 @@ pub fn qat_status() -> String {
         )
     } else {
         format!("{vfio_bound} QAT virtual function(s) ready, but this quickshake has no QAT offload path yet")
+    }
+}
+
+#[cfg(test)]
+mod ranking_tests {
+    use super::*;
+
+    #[test]
+    fn the_ranking_is_keyed_by_vendor_and_ifma() {
+        assert_eq!(ranking_for(Some("AuthenticAMD"), true)[0], "crypto_mb");
+        assert_eq!(ranking_for(Some("AuthenticAMD"), false)[0], "avx2");
+        assert!(!ranking_for(Some("GenuineIntel"), true).contains(&"avx2"));
+        assert!(ranking_for(Some("GenuineIntel"), false).is_empty());
+        // Unknown vendor: the AMD tables (avx2 is the only engine that can run without IFMA).
+        assert_eq!(ranking_for(None, false), RANKING_AVX2);
+    }
+
+    #[test]
+    fn this_machine_gets_its_table() {
+        let vendor = cpu_vendor();
+        assert!(vendor.is_some(), "no vendor_id in /proc/cpuinfo");
+        assert_eq!(
+            ranking(),
+            ranking_for(vendor.as_deref(), cpu_has("avx512ifma"))
+        );
     }
 }

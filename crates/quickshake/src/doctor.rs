@@ -82,7 +82,8 @@ fn engines() -> Value {
         .collect();
     json!({
         "auto_order": quickshake_keyprovider::engines::ranking(),
-        "ranking_source": "committed table keyed by CPU features (crates/keyprovider/src/engines.rs), from bench/engine runs",
+        "ranking_source": "committed table keyed by CPU vendor and features (crates/keyprovider/src/engines.rs), from bench/engine runs",
+        "vendor": quickshake_keyprovider::engines::cpu_vendor(),
         "accelerated": list,
     })
 }
@@ -173,12 +174,22 @@ fn print_text(r: &Value) {
         .flatten()
         .filter_map(Value::as_str)
         .collect();
-    println!("engines (auto order on this CPU: {}):", order.join(" > "));
+    let shown = if order.is_empty() {
+        "none: no engine measured faster than BoringSSL on this CPU".to_string()
+    } else {
+        order.join(" > ")
+    };
+    println!("engines (auto order on this CPU: {shown}):");
     for e in r["engines"]["accelerated"].as_array().into_iter().flatten() {
+        let name = e["name"].as_str().unwrap_or("?");
+        let ranked = if order.contains(&name) {
+            ""
+        } else {
+            "; not picked by auto on this CPU"
+        };
         match e["usable"].as_bool() {
             Some(true) => println!(
-                "  {}: usable (min batch {})",
-                e["name"].as_str().unwrap_or("?"),
+                "  {name}: usable (min batch {}{ranked})",
                 e["rsa_min_batch"]
             ),
             _ => println!(

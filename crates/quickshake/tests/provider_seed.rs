@@ -4,15 +4,12 @@
 
 mod support;
 
-use support::providers::{accelerated_engines, provider_counter};
+use support::providers::{auto_engine, provider_counter};
 
 /// The engine Envoy's cryptomb provider gets here: the first usable accelerated engine in the
 /// committed order (crypto_mb on IFMA CPUs, our avx2 engine on AVX2-only CPUs), if any.
 fn best_engine() -> Option<String> {
-    accelerated_engines()
-        .into_iter()
-        .find(|(_, usable)| *usable)
-        .map(|(name, _)| name)
+    auto_engine()
 }
 use support::{start_expect_failure, testdata, Gateway};
 

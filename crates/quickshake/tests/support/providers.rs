@@ -83,17 +83,38 @@ pub fn provider_counter(gw: &Gateway, name: &str) -> u64 {
     gw.counter(&format!("{}cryptomb.{name}", gw.scope("127.0.0.1")))
 }
 
-/// The accelerated engines in `auto` order and whether each is usable (from the doctor).
-pub fn accelerated_engines() -> Vec<(String, bool)> {
+fn doctor_engines() -> serde_json::Value {
     let out = std::process::Command::new(super::binary())
         .args(["doctor", "--json"])
         .output()
         .expect("doctor runs");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    v["engines"]["accelerated"]
+    v["engines"].clone()
+}
+
+/// The accelerated engines in `auto` order (those `auto` leaves out on this CPU last) and
+/// whether each is usable (from the doctor).
+pub fn accelerated_engines() -> Vec<(String, bool)> {
+    doctor_engines()["accelerated"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|e| Some((e["name"].as_str()?.to_string(), e["usable"].as_bool()?)))
         .collect()
+}
+
+/// The engine `auto` (and `cryptomb`) picks on this machine: the first usable engine of the
+/// CPU's committed ranking; `None` when there is none.
+pub fn auto_engine() -> Option<String> {
+    let v = doctor_engines();
+    let ranked: Vec<&str> = v["auto_order"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n.as_str())
+        .collect();
+    accelerated_engines()
+        .into_iter()
+        .find(|(name, usable)| *usable && ranked.contains(&name.as_str()))
+        .map(|(name, _)| name)
 }
