@@ -5,7 +5,8 @@
 //! signatures declared below, taken from crypto_mb's headers `rsa.h`, `ec_nistp256.h`,
 //! `cpu_features.h` and `version.h`), and calling those functions with raw pointer arrays.
 //! Every call goes through one small wrapper below that checks the buffer sizes the C function
-//! will read or write before calling it, so the rest of the engine (`crypto_mb.rs`) is safe code.
+//! will read or write before calling it, so the rest of the engine (the other `crypto_mb`
+//! modules) is safe code.
 #![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_int, c_void, CStr};

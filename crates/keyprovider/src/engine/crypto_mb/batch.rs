@@ -1,0 +1,146 @@
+//! The 8-lane crypto_mb calls: one `mbx_rsa_private_crt_mb8` of one key size, one
+//! `mbx_nistp256_ecdsa_sign_mb8`, with their lanes already validated.
+//!
+//! Owns the marshalling into crypto_mb's fixed 8-slot arrays (unused slots repeat a good lane),
+//! the per-thread RSA scratch buffer, per-lane status decoding, and wiping the limb copies of
+//! secret key parts and nonces once a call returns.
+
+use std::cell::RefCell;
+
+use super::lanes::{be_to_le_limbs, der_signature, random_scalar, wipe, wipe_limbs};
+use super::{ffi, CryptoMbEngine, LANES};
+use crate::engine::{LaneError, LaneResult, RsaLane};
+
+thread_local! {
+    /// Per-thread scratch buffer for `mbx_rsa_private_crt_mb8`.
+    static RSA_SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+impl CryptoMbEngine {
+    /// One call of up to 8 RSA lanes of one size (`method`). `lanes` were validated.
+    pub(super) fn rsa_batch(
+        &self,
+        method: &ffi::RsaMethod,
+        bits: u32,
+        lanes: &[&RsaLane<'_>],
+    ) -> Vec<LaneResult> {
+        debug_assert!(!lanes.is_empty() && lanes.len() <= LANES);
+        let limbs = bits as usize / 128;
+        let bytes = bits as usize / 8;
+        // Per lane: p, q, dp, dq, qinv as little-endian limbs.
+        let mut parts: Vec<[Vec<u64>; 5]> = Vec::with_capacity(lanes.len());
+        let mut results: Vec<Option<LaneResult>> = vec![None; lanes.len()];
+        for (i, lane) in lanes.iter().enumerate() {
+            let k = lane.key;
+            let conv = [&k.p, &k.q, &k.dp, &k.dq, &k.qinv].map(|v| be_to_le_limbs(v, limbs));
+            if conv.iter().any(Option::is_none) {
+                results[i] = Some(Err(LaneError::Failed(
+                    "RSA CRT part longer than half the modulus".into(),
+                )));
+            }
+            parts.push(conv.map(Option::unwrap_or_default));
+        }
+        // Lanes to compute; unused slots repeat the first good lane (with its own output).
+        let good: Vec<usize> = (0..lanes.len()).filter(|&i| results[i].is_none()).collect();
+        if let Some(&first) = good.first() {
+            let slot = |j: usize| good.get(j).copied().unwrap_or(first);
+            let inputs: [&[u8]; 8] = std::array::from_fn(|j| lanes[slot(j)].input);
+            let part =
+                |n: usize| -> [&[u64]; 8] { std::array::from_fn(|j| parts[slot(j)][n].as_slice()) };
+            let mut out_bufs: Vec<Vec<u8>> = (0..LANES).map(|_| vec![0u8; bytes]).collect();
+            let mut it = out_bufs.iter_mut();
+            let mut outputs: [&mut [u8]; 8] =
+                std::array::from_fn(|_| it.next().expect("8 buffers").as_mut_slice());
+            let status = RSA_SCRATCH.with(|s| {
+                let mut s = s.borrow_mut();
+                if s.len() < method.buf_size() {
+                    s.resize(method.buf_size(), 0);
+                }
+                self.lib.rsa_private_crt_mb8(
+                    method,
+                    &inputs,
+                    &mut outputs,
+                    &part(0),
+                    &part(1),
+                    &part(2),
+                    &part(3),
+                    &part(4),
+                    &mut s,
+                )
+            });
+            for (j, &i) in good.iter().enumerate() {
+                results[i] = Some(match status {
+                    Err(e) => Err(LaneError::Failed(e.to_string())),
+                    Ok(st) => match ffi::lane_status(st, j) {
+                        0 => Ok(std::mem::take(&mut out_bufs[j])),
+                        code => Err(LaneError::Failed(format!(
+                            "crypto_mb RSA lane status {code} ({})",
+                            ffi::status_name(code)
+                        ))),
+                    },
+                });
+            }
+            for b in out_bufs.iter_mut() {
+                wipe(b);
+            }
+        }
+        for p in parts.iter_mut().flatten() {
+            wipe_limbs(p);
+        }
+        results
+            .into_iter()
+            .map(|r| r.expect("every lane has a result"))
+            .collect()
+    }
+
+    /// One call of up to 8 ECDSA lanes, all valid.
+    pub(super) fn ecdsa_batch(
+        &self,
+        lanes: &[(usize, [u8; 32], [u64; 4])],
+    ) -> Vec<(usize, LaneResult)> {
+        debug_assert!(!lanes.is_empty() && lanes.len() <= LANES);
+        let slot = |j: usize| lanes.get(j).unwrap_or(&lanes[0]);
+        let msg: [[u8; 32]; 8] = std::array::from_fn(|j| slot(j).1);
+        let mut d: [[u64; 4]; 8] = std::array::from_fn(|j| slot(j).2);
+        let mut k = [[0u64; 4]; 8];
+        for kj in k.iter_mut().take(lanes.len()) {
+            match random_scalar() {
+                Ok(v) => *kj = v,
+                Err(e) => {
+                    for row in d.iter_mut() {
+                        wipe_limbs(row);
+                    }
+                    return lanes
+                        .iter()
+                        .map(|l| (l.0, Err(LaneError::Failed(e.clone()))))
+                        .collect();
+                }
+            }
+        }
+        for j in lanes.len()..LANES {
+            k[j] = k[0];
+        }
+        let mut r = [[0u8; 32]; 8];
+        let mut s = [[0u8; 32]; 8];
+        let status = self
+            .lib
+            .nistp256_ecdsa_sign_mb8(&mut r, &mut s, &msg, &k, &d);
+        for row in k.iter_mut().chain(d.iter_mut()) {
+            wipe_limbs(row);
+        }
+        lanes
+            .iter()
+            .enumerate()
+            .map(|(j, l)| {
+                let res = match ffi::lane_status(status, j) {
+                    0 => Ok(der_signature(&r[j], &s[j])),
+                    code => Err(LaneError::Failed(format!(
+                        "crypto_mb ECDSA lane status {code} ({})",
+                        ffi::status_name(code)
+                    ))),
+                };
+                (l.0, res)
+            })
+            .collect()
+    }
+}
