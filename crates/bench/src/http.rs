@@ -1,6 +1,6 @@
 //! Minimal HTTP/1.1 pieces: URL splitting, request bytes, response framing.
 //!
-//! Pure functions over byte slices; the socket loop lives in `client.rs`.
+//! Pure functions over byte slices; the socket loop lives in `client/` (`client::conn`, `client::h1`).
 
 use std::fmt;
 
