@@ -12,7 +12,7 @@
 //! | [`BackendKind`] | lanes | limbs (1024-bit) | needs |
 //! |---|---|---|---|
 //! | `portable` | 1 (lanes in a loop) | 16 x 64 bit, `u128` products | nothing |
-//! | `avx2` | 4 per `ymm` | 37 x 28 bit, `vpmuludq`, lazy carries | AVX2 |
+//! | `avx2` | 8 (two groups of 4 per `ymm`) | 37 x 28 bit, `vpmuludq`, lazy carries | AVX2 |
 //! | `fma` | 4 per `ymm` | 21 x 50 bit in `f64`, exact products with two FMAs | AVX2 + FMA, MXCSR round-to-nearest |
 //! | `ifma` | 8 per `zmm` | 20 x 52 bit, `vpmadd52{l,h}uq` | AVX-512F + IFMA |
 //!
@@ -132,7 +132,7 @@ impl std::error::Error for MathError {}
 pub enum BackendKind {
     /// Scalar `u64` code, runs everywhere.
     Portable,
-    /// AVX2, 4 lanes of radix-2^28 numbers per `ymm`.
+    /// AVX2, 8 lanes of radix-2^28 numbers (two interleaved `ymm` groups of 4).
     Avx2,
     /// AVX2 + FMA3, 4 lanes of radix-2^50 numbers in `f64` per `ymm`.
     Fma,
@@ -169,7 +169,7 @@ impl BackendKind {
     pub fn lanes(self) -> usize {
         match self {
             BackendKind::Portable => 1,
-            BackendKind::Avx2 => 4,
+            BackendKind::Avx2 => 8,
             BackendKind::Fma => 4,
             BackendKind::Ifma => 8,
         }
