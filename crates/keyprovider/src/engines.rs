@@ -63,7 +63,11 @@ pub fn accelerated() -> &'static [EngineStatus] {
 /// Smallest batch worth an engine call (below it BoringSSL one at a time is cheaper), measured
 /// with `bench/engine` (see docs/benchmarks.md, engines section).
 pub const IFMA_MIN_BATCH: usize = 2;
-pub const AVX2_MIN_BATCH: usize = 2;
+/// avx2 computes 8 lanes (two interleaved groups of 4) per call, so 1-2 operations (2-4
+/// exponentiations) cost as much as 4: one 8-lane group ~1.40 ms against BoringSSL's ~0.72 ms
+/// per operation on Zen 4 (quiet), i.e. a tie at 2 and a win from 3 (`bench/engine` printed a
+/// crossover of 4 in noisy runs).
+pub const AVX2_MIN_BATCH: usize = 3;
 
 /// The committed ranking for `engine: auto`, keyed by CPU vendor and features, from
 /// `bench/engine` runs (RSA-2048 signatures/s per core, all engines in one run, ratios to
