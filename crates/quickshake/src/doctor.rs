@@ -82,7 +82,7 @@ fn engines() -> Value {
         .collect();
     json!({
         "auto_order": quickshake_keyprovider::engines::ranking(),
-        "ranking_source": "committed table keyed by CPU vendor and features (crates/keyprovider/src/engines.rs), from bench/engine runs",
+        "ranking_source": "committed table keyed by CPU features (crates/keyprovider/src/engines.rs), from bench/engine runs",
         "vendor": quickshake_keyprovider::engines::cpu_vendor(),
         "accelerated": list,
     })
