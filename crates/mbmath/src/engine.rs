@@ -42,9 +42,28 @@ pub(crate) trait LaneEngine {
     fn store(&self, x: &Self::Num, out: &mut [&mut [u64]]);
     fn mul(&self, ctx: &Self::Ctx, a: &Self::Num, b: &Self::Num) -> Self::Num;
     fn sqr(&self, ctx: &Self::Ctx, a: &Self::Num) -> Self::Num;
+    /// `*x = self.mul(ctx, x, b)`; backends may avoid the copy of the result.
+    fn mul_assign(&self, ctx: &Self::Ctx, x: &mut Self::Num, b: &Self::Num) {
+        *x = self.mul(ctx, x, b);
+    }
+    /// `*x = self.sqr(ctx, x)`; backends may avoid the copy of the result.
+    fn sqr_assign(&self, ctx: &Self::Ctx, x: &mut Self::Num) {
+        *x = self.sqr(ctx, x);
+    }
     /// Constant time: lane `l` of the result is lane `l` of `table[idx[l]]`,
     /// found by scanning the whole table with masks.
     fn select(&self, table: &[Self::Num], idx: &[u64]) -> Self::Num;
+    /// Converts the window table (`2^WINDOW` entries, all secret; consumed,
+    /// and wiped if copied) into the form [`Self::select_packed`] scans.
+    /// Default: unchanged.
+    fn pack_table(&self, table: Vec<Self::Num>) -> Vec<Self::Num> {
+        table
+    }
+    /// Constant time, as [`Self::select`], on a table from
+    /// [`Self::pack_table`].
+    fn select_packed(&self, packed: &[Self::Num], idx: &[u64]) -> Self::Num {
+        self.select(packed, idx)
+    }
     /// Overwrites secret temporaries.
     fn wipe(&self, x: &mut Self::Num);
 }
@@ -83,6 +102,8 @@ fn mod_exp_group<E: LaneEngine>(
         table.push(v);
     }
 
+    let mut table = e.pack_table(table);
+
     let nwin = exp_bits.div_ceil(WINDOW);
     let mut idx = [0u64; 16];
     let window = |idx: &mut [u64; 16], w: usize| {
@@ -91,14 +112,14 @@ fn mod_exp_group<E: LaneEngine>(
         }
     };
     window(&mut idx, nwin - 1);
-    let mut acc = e.select(&table, &idx[..lanes]);
+    let mut acc = e.select_packed(&table, &idx[..lanes]);
     for w in (0..nwin - 1).rev() {
         for _ in 0..WINDOW {
-            acc = e.sqr(ctx, &acc);
+            e.sqr_assign(ctx, &mut acc);
         }
         window(&mut idx, w);
-        let mut t = e.select(&table, &idx[..lanes]);
-        acc = e.mul(ctx, &acc, &t);
+        let mut t = e.select_packed(&table, &idx[..lanes]);
+        e.mul_assign(ctx, &mut acc, &t);
         e.wipe(&mut t);
     }
     idx.fill(0);
@@ -192,10 +213,10 @@ pub(crate) fn mont_chain<E: LaneEngine, const L: usize>(
             e.load(&bv)
         });
         for _ in 0..iterations {
-            x = match &bv {
-                Some(bv) => e.mul(&ctx, &x, bv),
-                None => e.sqr(&ctx, &x),
-            };
+            match &bv {
+                Some(bv) => e.mul_assign(&ctx, &mut x, bv),
+                None => e.sqr_assign(&ctx, &mut x),
+            }
         }
         let mut outs: Vec<Vec<u64>> = vec![vec![0u64; L + 1]; E::LANES];
         {
