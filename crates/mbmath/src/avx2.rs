@@ -31,6 +31,10 @@
 //!   `vpmuludq` into a 64-bit product emulation);
 //! * the final carry chains of the two groups run side by side.
 //!
+//! Outside the kernels: results are written in place (`sqr_assign` /
+//! `mul_assign`, no 2.4 KB copy per call: ~137 / 112 ns), and the window
+//! table is packed two entries per element, limb-major ([`pack`]).
+//!
 //! Interleaving the two groups everywhere (pairs in every loop) or software
 //! pipelining the reduction (digits of one group during the other's update)
 //! measured no faster: the loops run at ~0.6 cycles per product, close to the
@@ -434,12 +438,12 @@ fn pack<const N: usize>(table: &[Num<N>]) -> Vec<Num<N>> {
 const SEL_CHUNK: usize = 13;
 
 /// Constant-time scan of a [`pack`]ed table: every element is read and
-/// masked. `idx2` holds each lane's index in both 32-bit halves.
+/// masked. `idx2` holds each lane's index in both 32-bit halves. Every limb
+/// of `r` is written.
 #[target_feature(enable = "avx2")]
-fn select_packed<const N: usize>(packed: &[Num<N>], idx2: W) -> Num<N> {
+fn select_packed<const N: usize>(packed: &[Num<N>], idx2: W, r: &mut Num<N>) {
     let h = packed.len();
     let flat = packed.as_flattened().as_flattened();
-    let mut r = [[_mm256_setzero_si256(); N]; 2];
     let low = _mm256_set1_epi64x(0xffff_ffff);
     for g in 0..2 {
         // Mask of entry k: 32-bit halves all ones where the lane's index is
@@ -471,7 +475,6 @@ fn select_packed<const N: usize>(packed: &[Num<N>], idx2: W) -> Num<N> {
             }
         }
     }
-    r
 }
 
 impl<const N: usize, const N2: usize> LaneEngine for Avx2Engine<N, N2> {
@@ -550,10 +553,10 @@ impl<const N: usize, const N2: usize> LaneEngine for Avx2Engine<N, N2> {
         packed
     }
 
-    fn select_packed(&self, packed: &[Num<N>], idx: &[u64]) -> Num<N> {
+    fn select_packed(&self, packed: &[Num<N>], idx: &[u64], out: &mut Num<N>) {
         let idx = to_w(core::array::from_fn(|l| idx[l] | (idx[l] << 32)));
         // SAFETY: `self` holds an `Avx2Token`, proof that the CPU has AVX2.
-        unsafe { select_packed::<N>(packed, idx) }
+        unsafe { select_packed::<N>(packed, idx, out) }
     }
 
     fn wipe(&self, x: &mut Num<N>) {

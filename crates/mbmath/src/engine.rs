@@ -61,8 +61,9 @@ pub(crate) trait LaneEngine {
     }
     /// Constant time, as [`Self::select`], on a table from
     /// [`Self::pack_table`].
-    fn select_packed(&self, packed: &[Self::Num], idx: &[u64]) -> Self::Num {
-        self.select(packed, idx)
+    /// The result goes to `out` (its previous contents are ignored).
+    fn select_packed(&self, packed: &[Self::Num], idx: &[u64], out: &mut Self::Num) {
+        *out = self.select(packed, idx);
     }
     /// Overwrites secret temporaries.
     fn wipe(&self, x: &mut Self::Num);
@@ -112,16 +113,18 @@ fn mod_exp_group<E: LaneEngine>(
         }
     };
     window(&mut idx, nwin - 1);
-    let mut acc = e.select_packed(&table, &idx[..lanes]);
+    let mut acc = table[0];
+    e.select_packed(&table, &idx[..lanes], &mut acc);
+    let mut t = acc;
     for w in (0..nwin - 1).rev() {
         for _ in 0..WINDOW {
             e.sqr_assign(ctx, &mut acc);
         }
         window(&mut idx, w);
-        let mut t = e.select_packed(&table, &idx[..lanes]);
+        e.select_packed(&table, &idx[..lanes], &mut t);
         e.mul_assign(ctx, &mut acc, &t);
-        e.wipe(&mut t);
     }
+    e.wipe(&mut t);
     idx.fill(0);
     core::hint::black_box(&idx);
     let res = e.mul(ctx, &acc, &one);
