@@ -95,18 +95,51 @@ pub const RANKING_IFMA: &[&str] = &["crypto_mb", "ifma", "avx2"];
 /// BoringSSL on both vendors).
 pub const RANKING_AVX2: &[&str] = &["avx2", "crypto_mb", "ifma"];
 
-/// `vendor_id` from /proc/cpuinfo (`GenuineIntel`, `AuthenticAMD`), read once.
-pub fn cpu_vendor() -> Option<String> {
-    static VENDOR: OnceLock<Option<String>> = OnceLock::new();
-    VENDOR
-        .get_or_init(|| {
-            let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-            info.lines().find_map(|l| {
+/// What /proc/cpuinfo says about this machine, read once: for reports (`quickshake doctor`,
+/// `bench/engine`). Engine choice does not use it; it uses run-time feature detection.
+#[derive(Debug, Clone, Default)]
+pub struct CpuInfo {
+    /// `model name` of the first CPU (`unknown` if absent).
+    pub model: String,
+    /// `vendor_id` (`GenuineIntel`, `AuthenticAMD`).
+    pub vendor: Option<String>,
+    /// `flags` of the first CPU.
+    pub flags: Vec<String>,
+    /// Number of `processor` entries (CPUs online).
+    pub processors: usize,
+}
+
+impl CpuInfo {
+    /// Parse the text of /proc/cpuinfo.
+    pub fn parse(text: &str) -> CpuInfo {
+        let field = |name: &str| {
+            text.lines().find_map(|l| {
                 let (k, v) = l.split_once(':')?;
-                (k.trim() == "vendor_id").then(|| v.trim().to_string())
+                (k.trim() == name).then(|| v.trim().to_string())
             })
-        })
-        .clone()
+        };
+        CpuInfo {
+            model: field("model name").unwrap_or_else(|| "unknown".into()),
+            vendor: field("vendor_id"),
+            flags: field("flags")
+                .map(|f| f.split_whitespace().map(str::to_string).collect())
+                .unwrap_or_default(),
+            processors: text.lines().filter(|l| l.starts_with("processor")).count(),
+        }
+    }
+
+    /// Whether /proc/cpuinfo lists `flag`.
+    pub fn has(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f == flag)
+    }
+}
+
+/// This machine's [`CpuInfo`].
+pub fn cpu_info() -> &'static CpuInfo {
+    static INFO: OnceLock<CpuInfo> = OnceLock::new();
+    INFO.get_or_init(|| {
+        CpuInfo::parse(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default())
+    })
 }
 
 fn cpu_has(flag: &str) -> bool {
@@ -249,6 +282,18 @@ mod ranking_tests {
     use super::*;
 
     #[test]
+    fn cpuinfo_fields_are_read() {
+        let text = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC\n\
+                    flags\t\t: fpu avx2 adx\n\nprocessor\t: 1\nflags\t\t: fpu\n";
+        let c = CpuInfo::parse(text);
+        assert_eq!(c.model, "AMD EPYC");
+        assert_eq!(c.vendor.as_deref(), Some("AuthenticAMD"));
+        assert!(c.has("avx2") && c.has("adx") && !c.has("avx512f"));
+        assert_eq!(c.processors, 2);
+        assert_eq!(CpuInfo::parse("").model, "unknown");
+    }
+
+    #[test]
     fn the_ranking_is_keyed_by_ifma() {
         assert_eq!(ranking_for(true)[0], "crypto_mb");
         assert_eq!(ranking_for(false)[0], "avx2");
@@ -256,7 +301,7 @@ mod ranking_tests {
 
     #[test]
     fn this_machine_gets_its_table() {
-        assert!(cpu_vendor().is_some(), "no vendor_id in /proc/cpuinfo");
+        assert!(cpu_info().vendor.is_some(), "no vendor_id in /proc/cpuinfo");
         assert_eq!(ranking(), ranking_for(cpu_has("avx512ifma")));
     }
 }

@@ -39,9 +39,7 @@ pub fn run(config: Option<&Path>, json_out: bool, concurrency: usize) -> ExitCod
 fn build(config: Option<&Path>, concurrency: usize) -> Value {
     let (model, flags) = cpu();
     let probe = crypto_mb::probe();
-    let cpus_online = std::fs::read_to_string("/proc/cpuinfo")
-        .map(|s| s.lines().filter(|l| l.starts_with("processor")).count())
-        .unwrap_or(0);
+    let cpus_online = quickshake_keyprovider::engines::cpu_info().processors;
     let cpuset = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -83,30 +81,18 @@ fn engines() -> Value {
     json!({
         "auto_order": quickshake_keyprovider::engines::ranking(),
         "ranking_source": "committed table keyed by CPU features (crates/keyprovider/src/engines.rs), from bench/engine runs",
-        "vendor": quickshake_keyprovider::engines::cpu_vendor(),
+        "vendor": quickshake_keyprovider::engines::cpu_info().vendor,
         "accelerated": list,
     })
 }
 
 fn cpu() -> (String, Value) {
-    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = info
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
-    let present: Vec<&str> = info
-        .lines()
-        .find_map(|l| l.strip_prefix("flags"))
-        .map(|r| r.split_whitespace().collect())
-        .unwrap_or_default();
+    let info = quickshake_keyprovider::engines::cpu_info();
     let flags = FLAGS
         .iter()
-        .map(|f| (f.to_string(), json!(present.contains(f))))
+        .map(|f| (f.to_string(), json!(info.has(f))))
         .collect();
-    (model, Value::Object(flags))
+    (info.model.clone(), Value::Object(flags))
 }
 
 fn qat() -> Value {

@@ -127,19 +127,7 @@ fn max(v: &[f64]) -> f64 {
 }
 
 fn cpu() -> (String, String) {
-    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = info
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
-    let present: Vec<&str> = info
-        .lines()
-        .find_map(|l| l.strip_prefix("flags"))
-        .map(|r| r.split_whitespace().collect())
-        .unwrap_or_default();
+    let info = quickshake_keyprovider::engines::cpu_info();
     let wanted = [
         "avx2",
         "fma",
@@ -154,10 +142,10 @@ fn cpu() -> (String, String) {
     ];
     let flags = wanted
         .iter()
-        .map(|f| format!("{f}{}", if present.contains(f) { "+" } else { "-" }))
+        .map(|f| format!("{f}{}", if info.has(f) { "+" } else { "-" }))
         .collect::<Vec<_>>()
         .join(" ");
-    (model, flags)
+    (info.model.clone(), flags)
 }
 
 fn certs() -> std::path::PathBuf {
