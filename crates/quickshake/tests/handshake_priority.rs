@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use support::providers::{provider_cert, BATCHING};
 use support::tls_client::{closed_loop, connector, ClientOpts};
-use support::upstreams::{cluster, Upstream};
+use support::upstreams::{tcp_proxy_config, Upstream};
 use support::*;
 
 const IDLE: &[&str] = &["--handshake-priority", "idle", "--concurrency", "2"];
@@ -128,34 +128,7 @@ fn a_provider_key_under_load_loses_nothing() {
 #[test]
 fn tcp_proxy_is_served_after_the_hand_off() {
     let echo = Upstream::tcp_echo();
-    let template = format!(
-        r#"
-static_resources:
-  listeners:
-  - name: tcp
-    address: {{ socket_address: {{ address: 127.0.0.1, port_value: {{{{PORT}}}} }} }}
-    filter_chains:
-    - transport_socket:
-        name: envoy.transport_sockets.tls
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
-          common_tls_context:
-            tls_certificates:
-            - certificate_chain: {{ filename: {{{{CERTS}}}}/rsa2048.cert.pem }}
-              private_key: {{ filename: {{{{CERTS}}}}/rsa2048.key.pem }}
-      filters:
-      - name: envoy.filters.network.tcp_proxy
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy
-          stat_prefix: echo
-          cluster: echo
-  clusters:
-{}
-admin:
-  address: {{ socket_address: {{ address: 127.0.0.1, port_value: {{{{ADMIN}}}} }} }}
-"#,
-        cluster("echo", "STATIC", "127.0.0.1", echo.port, "")
-    );
+    let template = tcp_proxy_config("", echo.port);
     let gw = Gateway::start(&template, IDLE);
     let c = connector(&ClientOpts::default()).expect("connector");
     let tcp = std::net::TcpStream::connect(("127.0.0.1", gw.port)).expect("connect");

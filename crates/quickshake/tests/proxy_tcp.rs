@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use boring::ssl::{SslConnector, SslMethod, SslStream};
-use support::upstreams::{cluster, proxy_config, route, HttpOpts, Upstream};
+use support::upstreams::{cluster, proxy_config, route, tcp_proxy_config, HttpOpts, Upstream};
 use support::{cert, eventually, Gateway};
 
 const ARGS: &[&str] = &["--concurrency", "1"];
@@ -18,41 +18,6 @@ const PROXY_PROTOCOL: &str = r#"    listener_filters:
     - name: envoy.filters.listener.proxy_protocol
       typed_config:
         "@type": type.googleapis.com/envoy.extensions.filters.listener.proxy_protocol.v3.ProxyProtocol"#;
-
-/// A TLS listener whose only filter is `tcp_proxy` (stat prefix `echo`) to cluster `echo`.
-fn tcp_proxy_config(listener_extra: &str, echo_port: u16) -> String {
-    let t = r#"
-static_resources:
-  listeners:
-  - name: tcp
-    address: { socket_address: { address: 127.0.0.1, port_value: {{PORT}} } }
-@LISTENER_EXTRA@
-    filter_chains:
-    - transport_socket:
-        name: envoy.transport_sockets.tls
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
-          common_tls_context:
-            tls_certificates:
-            - certificate_chain: { filename: {{CERTS}}/rsa2048.cert.pem }
-              private_key: { filename: {{CERTS}}/rsa2048.key.pem }
-      filters:
-      - name: envoy.filters.network.tcp_proxy
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy
-          stat_prefix: echo
-          cluster: echo
-          idle_timeout: 60s
-  clusters:
-@CLUSTERS@
-admin:
-  address: { socket_address: { address: 127.0.0.1, port_value: {{ADMIN}} } }
-"#;
-    t.replace("@LISTENER_EXTRA@", listener_extra).replace(
-        "@CLUSTERS@",
-        &cluster("echo", "STATIC", "127.0.0.1", echo_port, ""),
-    )
-}
 
 fn connector() -> SslConnector {
     let mut b = SslConnector::builder(SslMethod::tls()).expect("connector");

@@ -13,7 +13,7 @@
 //!   recording the SNI and ALPN each connection offered.
 //!
 //! Also: a builder for gateway configs with one TLS listener, an HTTP connection manager,
-//! routes and clusters ([`proxy_config`], [`cluster`]), and a curl wrapper returning
+//! routes and clusters ([`proxy_config`], [`cluster`]), one for `tcp_proxy` ([`tcp_proxy_config`]), and a curl wrapper returning
 //! status, headers and body ([`fetch`]).
 
 use std::collections::{BTreeMap, VecDeque};
@@ -604,6 +604,42 @@ admin:
 pub fn route(prefix: &str, cluster: &str, route_extra: &str) -> String {
     format!(
         "              - match: {{ prefix: \"{prefix}\" }}\n                route:\n                  cluster: {cluster}\n{route_extra}"
+    )
+}
+
+/// A TLS listener (rsa2048) whose only filter is `tcp_proxy` (stat prefix `echo`) to cluster
+/// `echo` on `echo_port`; `listener_extra` goes after the listener's address (listener filters).
+pub fn tcp_proxy_config(listener_extra: &str, echo_port: u16) -> String {
+    let t = r#"
+static_resources:
+  listeners:
+  - name: tcp
+    address: { socket_address: { address: 127.0.0.1, port_value: {{PORT}} } }
+@LISTENER_EXTRA@
+    filter_chains:
+    - transport_socket:
+        name: envoy.transport_sockets.tls
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
+          common_tls_context:
+            tls_certificates:
+            - certificate_chain: { filename: {{CERTS}}/rsa2048.cert.pem }
+              private_key: { filename: {{CERTS}}/rsa2048.key.pem }
+      filters:
+      - name: envoy.filters.network.tcp_proxy
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy
+          stat_prefix: echo
+          cluster: echo
+          idle_timeout: 60s
+  clusters:
+@CLUSTERS@
+admin:
+  address: { socket_address: { address: 127.0.0.1, port_value: {{ADMIN}} } }
+"#;
+    t.replace("@LISTENER_EXTRA@", listener_extra).replace(
+        "@CLUSTERS@",
+        &cluster("echo", "STATIC", "127.0.0.1", echo_port, ""),
     )
 }
 
