@@ -429,14 +429,7 @@ fn sigterm_drains_and_exits_zero() {
         &["--concurrency", "2", "--drain-time-s", "3"],
     );
     assert_eq!(curl_code(&["--cacert", &cacert()], &gw.url("/")), "200");
-    let started = Instant::now();
-    let status = gw.terminate().expect("exited after SIGTERM");
-    assert!(status.success(), "exit status {status}: {}", gw.log_text());
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "SIGTERM took {:?}",
-        started.elapsed()
-    );
+    gw.assert_terminates_cleanly_within(Duration::from_secs(5));
     let log = gw.log_text();
     assert!(log.contains("draining"), "{log}");
 }
@@ -453,14 +446,7 @@ fn sigterm_with_an_open_connection_exits_within_drain_time() {
     eventually("held connection accepted", || {
         gw.counter(&format!("{scope}downstream_cx_active")) == 1
     });
-    let started = Instant::now();
-    let status = gw.terminate().expect("exited after SIGTERM");
-    assert!(status.success(), "exit status {status}: {}", gw.log_text());
-    assert!(
-        started.elapsed() < Duration::from_secs(6),
-        "drain took {:?}",
-        started.elapsed()
-    );
+    gw.assert_terminates_cleanly_within(Duration::from_secs(6));
     drop(held);
 }
 

@@ -181,6 +181,22 @@ impl Gateway {
         None
     }
 
+    /// SIGTERM, then assert the process exited 0 within `limit` (the drain finished).
+    pub fn assert_terminates_cleanly_within(&mut self, limit: Duration) {
+        let started = Instant::now();
+        let status = self.terminate().expect("exited after SIGTERM");
+        assert!(
+            status.success(),
+            "exit status {status}: {}",
+            self.log_text()
+        );
+        assert!(
+            started.elapsed() < limit,
+            "SIGTERM took {:?} (limit {limit:?})",
+            started.elapsed()
+        );
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map(|c| c.id()).unwrap_or(0)
     }
