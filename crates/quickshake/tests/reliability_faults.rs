@@ -265,6 +265,9 @@ fn client_cpu(nice: i32) {
     }
 }
 
+/// One keep-alive response's status, read in chunks rather than byte by byte as
+/// `support::read_http1_response` does: one request is outstanding at a time here, and this
+/// path is what the latency figures measure.
 fn read_response(s: &mut impl Read) -> Option<u16> {
     let mut buf = Vec::with_capacity(256);
     let mut chunk = [0u8; 512];

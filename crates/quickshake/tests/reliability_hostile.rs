@@ -10,7 +10,7 @@
 
 mod support;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -276,32 +276,7 @@ fn slowloris_client_hello_is_closed_at_the_handshake_timeout() {
 /// Write one raw request; read one response (head and Content-Length body).
 fn keepalive_get(s: &mut SslStream<TcpStream>, raw: &str) -> (u16, String) {
     s.write_all(raw.as_bytes()).expect("write request");
-    read_response(s).expect("a response")
-}
-
-/// One HTTP/1.1 response: status and head; `None` at EOF or error before a full head.
-fn read_response(s: &mut impl Read) -> Option<(u16, String)> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        match s.read(&mut byte) {
-            Ok(1) => buf.push(byte[0]),
-            _ => return None,
-        }
-    }
-    let head = String::from_utf8_lossy(&buf).to_string();
-    let code = head.split_whitespace().nth(1)?.parse().ok()?;
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    let mut body = vec![0u8; len];
-    s.read_exact(&mut body).ok()?;
-    Some((code, head))
+    read_http1_response(s).expect("a response")
 }
 
 /// Send a raw request (possibly several) on a fresh TLS connection; every response the gateway
@@ -320,7 +295,7 @@ fn raw_exchange(gw: &Gateway, raw: &[u8]) -> (Vec<u16>, bool, u64) {
     // part of the outcome, not an error of the harness.
     let _ = s.write_all(raw);
     let mut codes = Vec::new();
-    while let Some((code, _)) = read_response(&mut s) {
+    while let Some((code, _)) = read_http1_response(&mut s) {
         codes.push(code);
     }
     let closed = support::closed_within(&mut s).is_some();

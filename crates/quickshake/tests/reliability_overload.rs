@@ -37,34 +37,10 @@ fn keepalive(port: u16) -> SslStream<TcpStream> {
     c.connect("localhost", tcp).expect("handshake")
 }
 
-/// One HTTP/1.1 response: the status, `None` at EOF or error before a full response.
-fn read_response(s: &mut impl Read) -> Option<u16> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        match s.read(&mut byte) {
-            Ok(1) => buf.push(byte[0]),
-            _ => return None,
-        }
-    }
-    let head = String::from_utf8_lossy(&buf).to_string();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    let mut body = vec![0u8; len];
-    s.read_exact(&mut body).ok()?;
-    head.split_whitespace().nth(1)?.parse().ok()
-}
-
 fn get(s: &mut SslStream<TcpStream>) -> Option<u16> {
     s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .ok()?;
-    read_response(s)
+    read_http1_response(s).map(|(code, _)| code)
 }
 
 /// Connect and start a ClientHello; how long until the gateway closed it, `None` if it was

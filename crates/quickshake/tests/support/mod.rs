@@ -434,6 +434,32 @@ pub fn curl_ok(gw: &Gateway) {
     );
 }
 
+/// One HTTP/1.1 response read byte-exactly (so pipelined responses stay apart): status and
+/// head, the Content-Length body consumed; `None` at EOF or error before a full response.
+pub fn read_http1_response(s: &mut impl Read) -> Option<(u16, String)> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte) {
+            Ok(1) => buf.push(byte[0]),
+            _ => return None,
+        }
+    }
+    let head = String::from_utf8_lossy(&buf).to_string();
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).ok()?;
+    Some((code, head))
+}
+
 /// Read until the peer closes (EOF or reset); `None` if it is still open after the read timeout.
 pub fn closed_within(s: &mut impl Read) -> Option<Duration> {
     let started = Instant::now();
