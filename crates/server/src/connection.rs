@@ -48,11 +48,11 @@ pub async fn serve_connection(
         .map(|a| a.to_string())
         .unwrap_or_default();
     let guard = ConnGuard {
-        listener: listener.clone(),
+        listener,
         server,
         started: Instant::now(),
     };
-    run(Socket::Live(stream), peer, local, listener, drain, guard).await;
+    run(Socket::Live(stream), peer, local, drain, guard).await;
 }
 
 /// One admitted connection's accounting, done on drop.
@@ -78,10 +78,10 @@ async fn run(
     stream: Socket,
     mut peer: SocketAddr,
     local: String,
-    listener: Arc<ListenerShared>,
     drain: watch::Receiver<bool>,
     guard: ConnGuard,
 ) {
+    let listener = &guard.listener;
     let chains = listener.chains.load_full();
     let mut stream = Prefixed::new(Vec::new(), stream);
     if listener.proxy_protocol {
@@ -113,10 +113,7 @@ async fn run(
             return;
         };
         let deadline = Instant::now() + chain.handshake_timeout;
-        return serve_chain(
-            stream, chain, deadline, peer, local, &listener, drain, guard,
-        )
-        .await;
+        return serve_chain(stream, chain, deadline, peer, local, drain, guard).await;
     }
     // Several chains: read the ClientHello's SNI first (as Envoy's tls_inspector does), within
     // the handshake timeout, then hand the bytes read to the TLS stack.
@@ -143,21 +140,16 @@ async fn run(
         return;
     };
     let stream = Prefixed::new(hello, stream);
-    serve_chain(
-        stream, chain, deadline, peer, local, &listener, drain, guard,
-    )
-    .await;
+    serve_chain(stream, chain, deadline, peer, local, drain, guard).await;
 }
 
 /// TLS (if the chain has it) then HTTP on one connection. `deadline` bounds the handshake.
-#[allow(clippy::too_many_arguments)]
 async fn serve_chain<S>(
     stream: S,
     chain: Arc<ChainRuntime>,
     deadline: Instant,
     peer: SocketAddr,
     local: String,
-    listener: &ListenerShared,
     drain: watch::Receiver<bool>,
     guard: ConnGuard,
 ) where
@@ -168,6 +160,7 @@ async fn serve_chain<S>(
         serve_network(stream, chain, info, None, drain, guard).await;
         return;
     };
+    let listener = &guard.listener;
     let stats = &listener.stats;
     let started = Instant::now();
     let ssl = match tls.new_ssl() {
