@@ -86,14 +86,14 @@ pub(crate) struct Avx2Ctx<const N: usize> {
 }
 
 #[inline]
-fn to_vec(x: [u64; 4]) -> __m256i {
+pub(crate) fn to_vec(x: [u64; 4]) -> __m256i {
     // SAFETY: `[u64; 4]` and `__m256i` are both 32 bytes of plain integer
     // data; every bit pattern is valid for both.
     unsafe { core::mem::transmute::<[u64; 4], __m256i>(x) }
 }
 
 #[inline]
-fn from_vec(x: __m256i) -> [u64; 4] {
+pub(crate) fn from_vec(x: __m256i) -> [u64; 4] {
     // SAFETY: as in `to_vec`.
     unsafe { core::mem::transmute::<__m256i, [u64; 4]>(x) }
 }

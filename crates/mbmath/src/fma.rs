@@ -50,6 +50,7 @@
 
 use core::arch::x86_64::*;
 
+use crate::avx2::{from_vec, to_vec};
 use crate::bigint::{from_radix, to_radix};
 use crate::engine::{ExpJob, LaneEngine};
 use crate::FmaToken;
@@ -92,19 +93,6 @@ pub(crate) struct FmaCtx<const N: usize, const N2: usize> {
     /// Start values of the columns for a multiplication / a squaring.
     init_mul: [__m256i; N2],
     init_sqr: [__m256i; N2],
-}
-
-#[inline]
-fn to_vec(x: [u64; 4]) -> __m256i {
-    // SAFETY: `[u64; 4]` and `__m256i` are both 32 bytes of plain integer
-    // data; every bit pattern is valid for both.
-    unsafe { core::mem::transmute::<[u64; 4], __m256i>(x) }
-}
-
-#[inline]
-fn from_vec(x: __m256i) -> [u64; 4] {
-    // SAFETY: as in `to_vec`.
-    unsafe { core::mem::transmute::<__m256i, [u64; 4]>(x) }
 }
 
 #[inline]
