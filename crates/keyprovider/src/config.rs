@@ -7,7 +7,7 @@ use quickshake_config::{parse_duration, DataSource, PrivateKeyProvider};
 
 use crate::batch::BatchingMode;
 use crate::engine::fault::FaultPlan;
-use crate::ProviderError;
+use crate::error::ProviderError;
 
 pub const CRYPTOMB_TYPES: [&str; 2] = [
     "type.googleapis.com/envoy.extensions.private_key_providers.cryptomb.v3alpha.CryptoMbPrivateKeyMethodConfig",

@@ -1,6 +1,7 @@
-//! Which engines this machine has, detected once per process. Tests hide engines with
-//! `QUICKSHAKE_HIDE_ENGINES=crypto_mb` (or `all`), so the accelerated path and the no-engine
-//! path both run on a machine that has the engine.
+//! Which engines this machine has: [`Engines::detect`] looks once, with the options the binary
+//! passed ([`EngineOptions`]: engines hidden, where crypto_mb is). Tests hide engines
+//! (`hide: ["crypto_mb"]` or `["all"]`), so the accelerated path and the no-engine path both
+//! run on a machine that has the engine.
 
 use std::sync::{Arc, OnceLock};
 
@@ -10,6 +11,7 @@ use crate::engine::crypto_mb::CryptoMbEngine;
 use crate::engine::mbmath::MbMathEngine;
 use crate::engine::software::SoftwareEngine;
 use crate::engine::Engine;
+use crate::options::EngineOptions;
 
 /// One engine this build knows, and whether it is usable here.
 #[derive(Clone)]
@@ -18,31 +20,29 @@ pub struct EngineStatus {
     pub engine: Result<Arc<dyn Engine>, String>,
 }
 
-/// Whether `QUICKSHAKE_HIDE_ENGINES` (comma-separated names, or `all`) hides an engine.
-pub fn hidden(name: &str) -> bool {
-    crate::engine::crypto_mb::hidden(name)
+/// The engines detected on this machine under some [`EngineOptions`].
+#[derive(Clone)]
+pub struct Engines {
+    options: EngineOptions,
+    accelerated: Vec<EngineStatus>,
 }
 
-fn ours(kind: BackendKind, min_batch: usize) -> EngineStatus {
-    let name = kind.name();
-    let engine = if hidden(name) {
-        Err(format!("{name} is hidden by QUICKSHAKE_HIDE_ENGINES"))
-    } else {
-        MbMathEngine::new(kind, min_batch).map(|e| Arc::new(e) as Arc<dyn Engine>)
-    };
-    EngineStatus { name, engine }
-}
-
-/// The accelerated engines this build knows, in the order `auto` prefers them (the committed
-/// ranking in `ranking()`; engines it leaves out for this CPU come last and are never picked by
-/// `auto`), each with whether it is usable here. Detected once.
-pub fn accelerated() -> &'static [EngineStatus] {
-    static DETECTED: OnceLock<Vec<EngineStatus>> = OnceLock::new();
-    DETECTED.get_or_init(|| {
+impl Engines {
+    /// Detect the accelerated engines (loads crypto_mb if it is there and not hidden).
+    pub fn detect(options: &EngineOptions) -> Engines {
+        let ours = |kind: BackendKind, min_batch: usize| {
+            let name = kind.name();
+            let engine = if options.hides(name) {
+                Err(EngineOptions::hidden_reason(name))
+            } else {
+                MbMathEngine::new(kind, min_batch).map(|e| Arc::new(e) as Arc<dyn Engine>)
+            };
+            EngineStatus { name, engine }
+        };
         let mut all = vec![
             EngineStatus {
                 name: "crypto_mb",
-                engine: CryptoMbEngine::load()
+                engine: CryptoMbEngine::load(options)
                     .map(|e| Arc::new(e) as Arc<dyn Engine>)
                     .map_err(|e| e.reason()),
             },
@@ -56,8 +56,68 @@ pub fn accelerated() -> &'static [EngineStatus] {
                 .position(|n| *n == s.name)
                 .unwrap_or(usize::MAX)
         });
-        all
-    })
+        Engines {
+            options: options.clone(),
+            accelerated: all,
+        }
+    }
+
+    pub fn options(&self) -> &EngineOptions {
+        &self.options
+    }
+
+    /// The accelerated engines this build knows, in the order `auto` prefers them (the
+    /// committed ranking in [`ranking`]; engines it leaves out for this CPU come last and are
+    /// never picked by `auto`), each with whether it is usable here.
+    pub fn accelerated(&self) -> &[EngineStatus] {
+        &self.accelerated
+    }
+
+    /// The best usable accelerated engine, or why there is none.
+    pub fn best_accelerated(&self) -> Result<Arc<dyn Engine>, String> {
+        let mut reasons = Vec::new();
+        let order = ranking();
+        for s in &self.accelerated {
+            if !order.contains(&s.name) {
+                reasons.push(format!(
+                    "{}: not ranked for this CPU (not measured faster than BoringSSL on it)",
+                    s.name
+                ));
+                continue;
+            }
+            match &s.engine {
+                Ok(e) => return Ok(e.clone()),
+                Err(r) => reasons.push(format!("{}: {r}", s.name)),
+            }
+        }
+        Err(reasons.join("; "))
+    }
+
+    /// A named engine, or why it is unusable.
+    pub fn by_name(&self, name: &str) -> Result<Arc<dyn Engine>, String> {
+        if name == "software" {
+            return Ok(software());
+        }
+        if name == "portable" {
+            // Our arithmetic's reference backend: runs everywhere, not an acceleration (tests).
+            return MbMathEngine::new(BackendKind::Portable, 1)
+                .map(|e| Arc::new(e) as Arc<dyn Engine>);
+        }
+        match self.accelerated.iter().find(|s| s.name == name) {
+            Some(s) => s.engine.clone(),
+            None => Err(format!(
+                "engine '{name}' is not built into this quickshake yet"
+            )),
+        }
+    }
+
+    /// Why the `qat` provider has no engine here (see [`qat_status`]).
+    pub fn qat_status(&self) -> String {
+        if self.options.hides("qat") {
+            return EngineOptions::hidden_reason("QAT");
+        }
+        qat_status()
+    }
 }
 
 /// Smallest batch worth an engine call (below it BoringSSL one at a time is cheaper), measured
@@ -166,43 +226,6 @@ pub fn software() -> Arc<dyn Engine> {
         .clone()
 }
 
-/// The best usable accelerated engine, or why there is none.
-pub fn best_accelerated() -> Result<Arc<dyn Engine>, String> {
-    let mut reasons = Vec::new();
-    let order = ranking();
-    for s in accelerated() {
-        if !order.contains(&s.name) {
-            reasons.push(format!(
-                "{}: not ranked for this CPU (not measured faster than BoringSSL on it)",
-                s.name
-            ));
-            continue;
-        }
-        match &s.engine {
-            Ok(e) => return Ok(e.clone()),
-            Err(r) => reasons.push(format!("{}: {r}", s.name)),
-        }
-    }
-    Err(reasons.join("; "))
-}
-
-/// A named engine, or why it is unusable.
-pub fn by_name(name: &str) -> Result<Arc<dyn Engine>, String> {
-    if name == "software" {
-        return Ok(software());
-    }
-    if name == "portable" {
-        // Our arithmetic's reference backend: runs everywhere, not an acceleration (tests).
-        return MbMathEngine::new(BackendKind::Portable, 1).map(|e| Arc::new(e) as Arc<dyn Engine>);
-    }
-    match accelerated().iter().find(|s| s.name == name) {
-        Some(s) => s.engine.clone(),
-        None => Err(format!(
-            "engine '{name}' is not built into this quickshake yet"
-        )),
-    }
-}
-
 /// QAT 4xxx physical functions (Intel vendor 0x8086) and their crypto virtual functions.
 pub const QAT_PF: [&str; 3] = ["0x4940", "0x4942", "0x4946"];
 pub const QAT_VF: [&str; 3] = ["0x4941", "0x4943", "0x4947"];
@@ -254,9 +277,6 @@ pub fn qat_functions() -> Vec<QatFunction> {
 /// (8086:4941/4943/4947) bound to vfio-pci, `/dev/vfio` nodes, and Intel's qatlib; quickshake
 /// detects them but ships no offload path that was never run (none exists on these machines).
 pub fn qat_status() -> String {
-    if hidden("qat") {
-        return "QAT is hidden by QUICKSHAKE_HIDE_ENGINES".into();
-    }
     let vfs: Vec<QatFunction> = qat_functions()
         .into_iter()
         .filter(|f| f.virtual_function)

@@ -10,7 +10,7 @@ use boring::nid::Nid;
 use boring::pkey::{Id, PKey, Private, Public};
 
 use crate::engine::{EcKeyParts, RsaKeyParts};
-use crate::ProviderError;
+use crate::error::ProviderError;
 
 /// RSA modulus sizes the providers accept (Envoy's cryptomb accepts the same).
 pub const RSA_BITS: [u32; 4] = [1024, 2048, 3072, 4096];

@@ -3,58 +3,40 @@
 //! when the batch holding the operation is processed.
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use arc_swap::ArcSwap;
 use boring::ssl::{
     AsyncPrivateKeyMethod, AsyncPrivateKeyMethodError, BoxPrivateKeyMethodFuture, SslRef,
     SslSignatureAlgorithm,
 };
-use tokio::sync::oneshot;
 
 use crate::key::{KeyType, ProviderKey};
+use crate::op::{OpKind, PendingOp};
 use crate::padding::{pkcs1_v15, pss, SigAlg};
-use crate::provider::ProviderCore;
-use crate::queue::{submit, OpKind, OpResult, PendingOp};
+use crate::queue::Queues;
 
-/// The key method installed on a certificate's `SSL_CTX`. Cheap to clone.
+/// The key method installed on a certificate's `SSL_CTX`: one key, fixed for the life of the
+/// context, so a handshake always signs with the key of the certificate it was given. Key
+/// rotation builds a new context with a new method for the new key, sharing the same
+/// [`Queues`] (and so the same per-worker queues, engine and stats). Cheap to clone.
 #[derive(Clone)]
 pub struct ProviderMethod {
-    pub(crate) core: Arc<ProviderCore>,
-    /// Swapped on key rotation; each operation takes the key current when it starts.
-    pub(crate) key: Arc<ArcSwap<ProviderKey>>,
+    queues: Arc<Queues>,
+    key: Arc<ProviderKey>,
 }
 
 impl ProviderMethod {
-    pub fn new(core: Arc<ProviderCore>, key: Arc<ProviderKey>) -> Self {
-        ProviderMethod {
-            core,
-            key: Arc::new(ArcSwap::new(key)),
-        }
+    pub fn new(queues: Arc<Queues>, key: Arc<ProviderKey>) -> Self {
+        ProviderMethod { queues, key }
     }
 
-    /// Replace the key for operations that start from now on.
-    pub fn replace_key(&self, key: Arc<ProviderKey>) {
-        self.key.store(key);
+    /// The queues (and provider) this method feeds.
+    pub fn queues(&self) -> &Arc<Queues> {
+        &self.queues
     }
 
-    fn queue(
-        &self,
-        kind: OpKind,
-        key: Arc<ProviderKey>,
-        input: Vec<u8>,
-    ) -> BoxPrivateKeyMethodFuture {
-        let (tx, rx) = oneshot::channel::<OpResult>();
-        submit(
-            &self.core,
-            PendingOp {
-                kind,
-                key,
-                input,
-                enqueued: Instant::now(),
-                reply: tx,
-            },
-        );
+    fn queue(&self, kind: OpKind, input: Vec<u8>) -> BoxPrivateKeyMethodFuture {
+        let (op, rx) = PendingOp::new(kind, self.key.clone(), input);
+        self.queues.submit(op);
         Box::pin(async move {
             let result = rx.await.map_err(|_| AsyncPrivateKeyMethodError)?;
             let bytes = result.map_err(|_| AsyncPrivateKeyMethodError)?;
@@ -79,7 +61,7 @@ impl AsyncPrivateKeyMethod for ProviderMethod {
         alg: SslSignatureAlgorithm,
         _output: &mut [u8],
     ) -> Result<BoxPrivateKeyMethodFuture, AsyncPrivateKeyMethodError> {
-        let key = self.key.load_full();
+        let key = &self.key;
         let alg = SigAlg::from_boring(alg).ok_or(AsyncPrivateKeyMethodError)?;
         let (kind, prepared) = match (alg, key.key_type) {
             (SigAlg::RsaPkcs1(d), KeyType::Rsa { .. }) => {
@@ -99,7 +81,7 @@ impl AsyncPrivateKeyMethod for ProviderMethod {
             _ => return Err(AsyncPrivateKeyMethodError),
         };
         let prepared = prepared.map_err(|_| AsyncPrivateKeyMethodError)?;
-        Ok(self.queue(kind, key, prepared))
+        Ok(self.queue(kind, prepared))
     }
 
     fn decrypt(
@@ -108,11 +90,11 @@ impl AsyncPrivateKeyMethod for ProviderMethod {
         input: &[u8],
         _output: &mut [u8],
     ) -> Result<BoxPrivateKeyMethodFuture, AsyncPrivateKeyMethodError> {
-        let key = self.key.load_full();
+        let key = &self.key;
         let k = key.rsa_len();
         if k == 0 || input.len() != k {
             return Err(AsyncPrivateKeyMethodError);
         }
-        Ok(self.queue(OpKind::RsaDecrypt, key, input.to_vec()))
+        Ok(self.queue(OpKind::RsaDecrypt, input.to_vec()))
     }
 }

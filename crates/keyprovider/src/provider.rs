@@ -1,113 +1,142 @@
-//! A provider instance (one per certificate): its engine, batching mode and the processing of
-//! a batch: engine call, per-lane check with the public key, software redo, replies, stats.
+//! A provider instance (one per certificate field): its engine and the processing of a batch
+//! (engine call, per-lane check with the public key, software redo, replies, stats) — *how* a
+//! batch is computed and checked — and *where* it runs, a [`Placement`] fixed at construction.
+//! *When* a batch runs is decided by the queues (`queue`), which only hand batches in.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crate::batch::BatchingMode;
 use crate::engine::software::{ecdsa_one, rsa_one};
 use crate::engine::{EcdsaLane, Engine, LaneError, LaneResult, RsaLane};
+use crate::op::{OpClass, OpError, OpKind, OpResult, PendingOp};
 use crate::padding::rsa_result_is_valid;
-use crate::queue::{OpClass, OpError, OpKind, OpResult, PendingOp};
 use crate::stats::ProviderStats;
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// Whether CPU engines compute on a lower-priority batch thread per worker
-/// (`QUICKSHAKE_BATCH_THREADS=1`: established connections keep low latency during handshake
-/// storms) or on the worker (default: measured ~20–30% more handshakes per core at saturation
-/// on the Zen 4 test machine, see docs/benchmarks.md).
-pub fn batch_threads() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("QUICKSHAKE_BATCH_THREADS").is_ok_and(|v| v == "1"))
+/// Where a provider's batches are computed. Fixed when the provider is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// On the worker that queued them (CPU engines, default): the most handshakes per core.
+    Worker,
+    /// On the worker's lower-priority batch thread (`--batch-threads`, CPU engines): the
+    /// kernel preempts the batch whenever the worker has a request to answer.
+    BatchThread,
+    /// On the runtime's blocking pool (offload engines, which wait rather than compute).
+    Blocking,
 }
 
-pub struct ProviderCore {
-    pub id: u64,
-    pub engine: Arc<dyn Engine>,
-    pub mode: BatchingMode,
-    pub poll_delay: Duration,
+impl Placement {
+    /// Offload engines always wait off the worker; CPU engines where the options say.
+    pub fn for_engine(engine: &dyn Engine, batch_threads: bool) -> Placement {
+        if engine.capabilities().offload {
+            Placement::Blocking
+        } else if batch_threads {
+            Placement::BatchThread
+        } else {
+            Placement::Worker
+        }
+    }
+}
+
+/// How a provider treats its engine's batches, fixed at construction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProviderSettings {
     /// Send batches below the engine's crossover to the scalar path (quickshake.batching);
     /// Envoy's cryptomb always uses its engine.
     pub use_crossover: bool,
     /// On an engine error, redo the operation in software instead of failing the handshake.
     pub fallback: bool,
-    pub stats: ProviderStats,
+    pub placement: Placement,
+}
+
+pub struct ProviderCore {
+    engine: Arc<dyn Engine>,
+    settings: ProviderSettings,
+    stats: ProviderStats,
     created: Instant,
-    /// Batches computing on batch threads now, and a signal when one finishes: adaptive
+    /// Batches computing on the batch thread now, and a signal when one finishes: adaptive
     /// batching keeps filling the next batch meanwhile, as it would while the worker computed.
-    pub in_flight: std::sync::atomic::AtomicUsize,
-    pub batch_done: tokio::sync::Notify,
+    in_flight: AtomicUsize,
+    batch_done: tokio::sync::Notify,
     /// Seconds after `created` of the last problem logged (+1; 0 = never).
     last_log: AtomicU64,
 }
 
 impl ProviderCore {
-    pub fn new(
-        engine: Arc<dyn Engine>,
-        mode: BatchingMode,
-        poll_delay: Duration,
-        use_crossover: bool,
-        fallback: bool,
-        stats: ProviderStats,
-    ) -> Self {
+    pub fn new(engine: Arc<dyn Engine>, settings: ProviderSettings, stats: ProviderStats) -> Self {
         ProviderCore {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             engine,
-            mode,
-            poll_delay,
-            use_crossover,
-            fallback,
+            settings,
             stats,
             created: Instant::now(),
-            in_flight: std::sync::atomic::AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
             batch_done: tokio::sync::Notify::new(),
             last_log: AtomicU64::new(0),
         }
     }
 
+    /// Operations per batch: the engine's lanes, 1 to 8.
     pub fn lanes(&self) -> usize {
         self.engine.capabilities().lanes.clamp(1, 8)
     }
 
-    /// Process one batch and reply to every operation in it: on this worker for CPU engines,
-    /// on a blocking thread for offload engines (the worker keeps serving meanwhile).
+    pub fn engine_name(&self) -> &str {
+        &self.engine.capabilities().name
+    }
+
+    pub fn settings(&self) -> ProviderSettings {
+        self.settings
+    }
+
+    /// Whether a batch is computing off the worker (on the batch thread) right now.
+    pub fn computing(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) > 0
+    }
+
+    /// Resolves when a batch computing off the worker finishes. Enable it (or poll it once)
+    /// before checking [`computing`](Self::computing) so a finish in between is not missed.
+    pub fn batch_done(&self) -> tokio::sync::futures::Notified<'_> {
+        self.batch_done.notified()
+    }
+
+    /// Compute one batch and reply to every operation in it, where this provider's
+    /// [`Placement`] says (the worker keeps serving meanwhile unless it is the worker).
     pub fn dispatch(self: &Arc<Self>, class: OpClass, batch: Vec<PendingOp>) {
-        let caps = self.engine.capabilities();
-        // Offload engines wait: never on the worker. CPU engines: on a lower-priority batch
-        // thread (see `priority`), except batches that run on the scalar path anyway.
-        let small =
-            self.use_crossover && batch.len() < caps.rsa_min_batch.min(caps.ecdsa_min_batch);
-        if caps.offload {
-            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        match self.settings.placement {
+            Placement::Worker => self.process(class, batch),
+            Placement::Blocking => match tokio::runtime::Handle::try_current() {
+                Ok(handle) => {
+                    let core = self.clone();
+                    handle.spawn_blocking(move || core.process(class, batch));
+                }
+                // Not on an event loop (a blocking caller): compute here.
+                Err(_) => self.process(class, batch),
+            },
+            Placement::BatchThread => {
+                let caps = self.engine.capabilities();
+                // Batches that run on the scalar path anyway stay on the worker.
+                let small = self.settings.use_crossover
+                    && batch.len() < caps.rsa_min_batch.min(caps.ecdsa_min_batch);
+                if small {
+                    return self.process(class, batch);
+                }
                 let core = self.clone();
-                handle.spawn_blocking(move || core.process(class, batch));
-                return;
-            }
-        }
-        if batch_threads() && !small {
-            let core = self.clone();
-            self.in_flight.fetch_add(1, Ordering::AcqRel);
-            let job = Box::new(move || {
-                core.process(class, batch);
-                core.in_flight.fetch_sub(1, Ordering::AcqRel);
-                core.batch_done.notify_waiters();
-            });
-            match crate::priority::run_on_batch_thread(job) {
-                Ok(()) => return,
-                Err(job) => {
+                self.in_flight.fetch_add(1, Ordering::AcqRel);
+                let job = Box::new(move || {
+                    core.process(class, batch);
+                    core.in_flight.fetch_sub(1, Ordering::AcqRel);
+                    core.batch_done.notify_waiters();
+                });
+                if let Err(job) = crate::priority::run_on_batch_thread(job) {
                     job();
-                    return;
                 }
             }
         }
-        self.process(class, batch);
     }
 
-    /// Process one batch and reply to every operation in it, on the calling thread.
-    pub fn process(&self, class: OpClass, batch: Vec<PendingOp>) {
+    /// Compute one batch and reply to every operation in it, on the calling thread.
+    fn process(&self, class: OpClass, batch: Vec<PendingOp>) {
         let caps = self.engine.capabilities();
         let size = batch.len();
         let min = match class {
@@ -138,7 +167,7 @@ impl ProviderCore {
             }),
             OpClass::Ecdsa => caps.ecdsa_p256,
         };
-        let scalar = !supported || (self.use_crossover && size < min);
+        let scalar = !supported || (self.settings.use_crossover && size < min);
         let results = if scalar {
             self.stats.scalar_path.add(size as u64);
             batch.iter().map(scalar_one).collect()
@@ -221,7 +250,7 @@ impl ProviderCore {
                     "engine {} failed: {reason}",
                     self.engine.capabilities().name
                 ));
-                if self.fallback {
+                if self.settings.fallback {
                     self.software_redo(op)
                 } else {
                     Err(OpError::Engine(reason))
@@ -250,7 +279,7 @@ impl ProviderCore {
                 .is_ok()
         {
             tracing::warn!(
-                provider = self.id,
+                engine = %self.engine.capabilities().name,
                 "{msg} (further reports within a minute are counted, not logged)"
             );
         }

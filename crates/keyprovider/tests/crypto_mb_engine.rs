@@ -6,7 +6,6 @@
 //! Throughput and crossover (not run by default):
 //! `cargo test -p quickshake-keyprovider --profile ci --test crypto_mb_engine -- --ignored --nocapture crossover`
 
-use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use boring::bn::{BigNumContext, BigNumRef};
@@ -19,18 +18,10 @@ use quickshake_keyprovider::engine::crypto_mb::{self, CryptoMbEngine, CryptoMbUn
 use quickshake_keyprovider::engine::{
     EcKeyParts, EcdsaLane, Engine, LaneError, RsaKeyParts, RsaLane,
 };
-
-/// Environment variables are process-global: every test that loads the engine holds this lock,
-/// and the test that sets `QUICKSHAKE_HIDE_ENGINES` does so only while holding it.
-static ENV_LOCK: Mutex<()> = Mutex::new(());
-
-fn env_lock() -> MutexGuard<'static, ()> {
-    ENV_LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
+use quickshake_keyprovider::EngineOptions;
 
 fn engine() -> Option<CryptoMbEngine> {
-    let _g = env_lock();
-    match CryptoMbEngine::load() {
+    match CryptoMbEngine::load(&EngineOptions::default()) {
         Ok(e) => Some(e),
         Err(why) => {
             eprintln!("crypto_mb unavailable, skipping: {why}");
@@ -314,28 +305,23 @@ fn capabilities_and_probe() {
     assert_eq!(caps.lanes, 8);
     assert_eq!(caps.rsa_bits, vec![1024, 2048, 3072, 4096]);
     assert!(caps.rsa_min_batch >= 1 && caps.rsa_min_batch <= 8);
-    let probe = {
-        let _g = env_lock();
-        crypto_mb::probe()
-    };
+    let probe = crypto_mb::probe(&EngineOptions::default());
     assert!(probe.loaded && probe.applicable, "{probe:?}");
     assert!(probe.reason.is_none(), "{probe:?}");
     eprintln!("crypto_mb probe: {probe:?}; engine: {engine:?}");
 }
 
 #[test]
-fn hidden_by_env() {
-    let _g = env_lock();
-    let old = std::env::var_os(crypto_mb::HIDE_ENV);
+fn hidden_by_options() {
     for value in ["crypto_mb", "software,crypto_mb", "all"] {
-        std::env::set_var(crypto_mb::HIDE_ENV, value);
-        let err = CryptoMbEngine::load().expect_err("hidden engine must not load");
+        let options = EngineOptions::hiding(value);
+        let err = CryptoMbEngine::load(&options).expect_err("hidden engine must not load");
         assert_eq!(err, CryptoMbUnavailable::Hidden);
         assert!(
             err.reason().contains("hidden by QUICKSHAKE_HIDE_ENGINES"),
             "{err}"
         );
-        let probe = crypto_mb::probe();
+        let probe = crypto_mb::probe(&options);
         assert!(!probe.loaded);
         assert!(probe
             .reason
@@ -343,13 +329,8 @@ fn hidden_by_env() {
             .unwrap_or("")
             .contains("hidden by QUICKSHAKE_HIDE_ENGINES"));
     }
-    std::env::set_var(crypto_mb::HIDE_ENV, "software");
-    if let Err(e) = CryptoMbEngine::load() {
+    if let Err(e) = CryptoMbEngine::load(&EngineOptions::hiding("software")) {
         assert_ne!(e, CryptoMbUnavailable::Hidden);
-    }
-    match old {
-        Some(v) => std::env::set_var(crypto_mb::HIDE_ENV, v),
-        None => std::env::remove_var(crypto_mb::HIDE_ENV),
     }
 }
 

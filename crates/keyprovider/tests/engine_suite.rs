@@ -12,7 +12,7 @@ use quickshake_keyprovider::engine::fault::{FaultEngine, FaultPlan};
 use quickshake_keyprovider::engine::mbmath::MbMathEngine;
 use quickshake_keyprovider::engine::software::SoftwareEngine;
 use quickshake_keyprovider::engine::{EcdsaLane, Engine, LaneError, RsaLane};
-use quickshake_keyprovider::ProviderKey;
+use quickshake_keyprovider::{EngineOptions, ProviderKey};
 use quickshake_mbmath::BackendKind;
 
 fn key(name: &str) -> Arc<ProviderKey> {
@@ -25,7 +25,7 @@ fn key(name: &str) -> Arc<ProviderKey> {
 
 fn engines() -> Vec<Box<dyn Engine>> {
     let mut all: Vec<Box<dyn Engine>> = vec![Box::new(SoftwareEngine::default())];
-    match CryptoMbEngine::load() {
+    match CryptoMbEngine::load(&EngineOptions::default()) {
         Ok(e) => all.push(Box::new(e)),
         Err(e) => eprintln!("skip crypto_mb: {}", e.reason()),
     }

@@ -35,6 +35,41 @@ pub struct Cli {
     /// operations); new handshakes get the CPU that established traffic leaves.
     #[arg(long = "handshake-priority", value_enum, default_value = "normal")]
     pub handshake_priority: HandshakePriorityArg,
+    /// CPU engines compute provider batches on one lower-priority (nice 10) thread per worker
+    /// instead of on the worker, so established connections keep low latency during handshake
+    /// storms at some cost in handshakes per core. Offload engines always wait off the worker.
+    #[arg(
+        long = "batch-threads",
+        env = "QUICKSHAKE_BATCH_THREADS",
+        global = true
+    )]
+    pub batch_threads: bool,
+    /// Engines to treat as absent, comma-separated (`crypto_mb`, `ifma`, `avx2`, `qat`, or
+    /// `all`): runs the no-engine path on a machine that has the engine (tests, comparisons).
+    #[arg(
+        long = "hide-engines",
+        env = "QUICKSHAKE_HIDE_ENGINES",
+        value_name = "LIST",
+        global = true
+    )]
+    pub hide_engines: Option<String>,
+    /// A directory holding Intel's crypto_mb libraries, searched (recursively) before
+    /// `<repo>/.deps/crypto_mb` and the system library path.
+    #[arg(
+        long = "crypto-mb-dir",
+        env = "QUICKSHAKE_CRYPTO_MB_DIR",
+        value_name = "DIR",
+        global = true
+    )]
+    pub crypto_mb_dir: Option<PathBuf>,
+    /// How often certificate, key and SDS files are checked for rotation, in milliseconds.
+    #[arg(
+        long = "reload-interval-ms",
+        env = "QUICKSHAKE_RELOAD_INTERVAL_MS",
+        default_value_t = 1000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub reload_interval_ms: u64,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -68,6 +103,23 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+impl Cli {
+    /// The provider registry's options, from the flags (or their environment variables).
+    pub fn provider_options(&self) -> quickshake_keyprovider::ProviderOptions {
+        quickshake_keyprovider::ProviderOptions {
+            engines: quickshake_keyprovider::EngineOptions {
+                hide: self
+                    .hide_engines
+                    .as_deref()
+                    .map(quickshake_keyprovider::options::parse_hide_list)
+                    .unwrap_or_default(),
+                crypto_mb_dir: self.crypto_mb_dir.clone(),
+            },
+            batch_threads: self.batch_threads,
+        }
+    }
 }
 
 /// Map Envoy's log level names onto tracing's.

@@ -5,7 +5,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use quickshake_keyprovider::engine::crypto_mb;
-use quickshake_keyprovider::Providers;
+use quickshake_keyprovider::engines::{cpu_info, qat_functions, QatFunction};
+use quickshake_keyprovider::{Engines, ProviderOptions, Providers};
 use quickshake_stats::Store;
 use serde_json::{json, Value};
 
@@ -15,7 +16,7 @@ const FLAGS: [&str; 10] = [
     "avx512dq",
     "avx512bw",
     "avx512ifma",
-    "avx512vbmi2",
+    "avx512_vbmi2",
     "avx_ifma",
     "vaes",
     "avx2",
@@ -23,8 +24,13 @@ const FLAGS: [&str; 10] = [
     "bmi2",
 ];
 
-pub fn run(config: Option<&Path>, json_out: bool, concurrency: usize) -> ExitCode {
-    let report = build(config, concurrency);
+pub fn run(
+    config: Option<&Path>,
+    json_out: bool,
+    concurrency: usize,
+    options: ProviderOptions,
+) -> ExitCode {
+    let report = build(config, concurrency, options);
     if json_out {
         println!(
             "{}",
@@ -36,10 +42,12 @@ pub fn run(config: Option<&Path>, json_out: bool, concurrency: usize) -> ExitCod
     ExitCode::SUCCESS
 }
 
-fn build(config: Option<&Path>, concurrency: usize) -> Value {
+fn build(config: Option<&Path>, concurrency: usize, options: ProviderOptions) -> Value {
     let (model, flags) = cpu();
-    let probe = crypto_mb::probe();
-    let cpus_online = quickshake_keyprovider::engines::cpu_info().processors;
+    let probe = crypto_mb::probe(&options.engines);
+    let cpus_online = cpu_info().processors;
+    let store = Store::new();
+    let providers = Providers::new(store.clone(), options);
     let cpuset = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -53,21 +61,22 @@ fn build(config: Option<&Path>, concurrency: usize) -> Value {
             "usable": probe.reason.is_none(),
             "why": probe.reason,
         },
-        "engines": engines(),
-        "qat": qat(),
+        "engines": engines(providers.engines()),
+        "qat": qat(providers.engines()),
         "workers": { "concurrency": concurrency, "cpuset": cpuset, "cpus_online": cpus_online,
             "note": if concurrency > cpuset { "more workers than CPUs this process may run on" } else { "ok" } },
     });
     if let (Some(path), Some(obj)) = (config, report.as_object_mut()) {
-        obj.insert("config".into(), config_report(path));
+        obj.insert("config".into(), config_report(path, &store, &providers));
     }
     report
 }
 
 /// Every accelerated engine this build knows, in the order `engine: auto` and `cryptomb` try
 /// them on this CPU (the committed ranking), and whether each is usable here.
-fn engines() -> Value {
-    let list: Vec<Value> = quickshake_keyprovider::engines::accelerated()
+fn engines(engines: &Engines) -> Value {
+    let list: Vec<Value> = engines
+        .accelerated()
         .iter()
         .map(|s| match &s.engine {
             Ok(e) => {
@@ -81,13 +90,13 @@ fn engines() -> Value {
     json!({
         "auto_order": quickshake_keyprovider::engines::ranking(),
         "ranking_source": "committed table keyed by CPU features (crates/keyprovider/src/engines.rs), from bench/engine runs",
-        "vendor": quickshake_keyprovider::engines::cpu_info().vendor,
+        "vendor": cpu_info().vendor,
         "accelerated": list,
     })
 }
 
 fn cpu() -> (String, Value) {
-    let info = quickshake_keyprovider::engines::cpu_info();
+    let info = cpu_info();
     let flags = FLAGS
         .iter()
         .map(|f| (f.to_string(), json!(info.has(f))))
@@ -95,29 +104,26 @@ fn cpu() -> (String, Value) {
     (info.model.clone(), Value::Object(flags))
 }
 
-fn qat() -> Value {
-    let functions = quickshake_keyprovider::engines::qat_functions();
-    let entry = |f: &quickshake_keyprovider::engines::QatFunction| json!({ "address": f.address, "device": f.device, "driver": f.driver });
+fn qat(engines: &Engines) -> Value {
+    let functions = qat_functions();
+    let entry =
+        |f: &QatFunction| json!({ "address": f.address, "device": f.device, "driver": f.driver });
     json!({
         "physical_functions": functions.iter().filter(|f| !f.virtual_function).map(entry).collect::<Vec<_>>(),
         "virtual_functions": functions.iter().filter(|f| f.virtual_function).map(entry).collect::<Vec<_>>(),
         "dev_vfio": Path::new("/dev/vfio").exists(),
         "usable": false,
-        "why": quickshake_keyprovider::engines::qat_status(),
+        "why": engines.qat_status(),
     })
 }
 
-fn config_report(path: &Path) -> Value {
+fn config_report(path: &Path, store: &Store, providers: &Providers) -> Value {
     let cfg = match quickshake_config::load_file(path) {
         Ok(c) => c,
         Err(e) => return json!({ "path": path.display().to_string(), "error": e.to_string() }),
     };
-    let store = Store::new();
-    let providers = Providers::new(store.clone());
-    let result =
-        quickshake_server::clusters::cluster_manager(&cfg.clusters, &store).and_then(|clusters| {
-            quickshake_server::build_listeners(&cfg, &store, &providers, &clusters)
-        });
+    let result = quickshake_server::clusters::cluster_manager(&cfg.clusters, store)
+        .and_then(|clusters| quickshake_server::build_listeners(&cfg, store, providers, &clusters));
     json!({
         "path": path.display().to_string(),
         "starts": result.is_ok(),

@@ -37,7 +37,12 @@ fn main() -> ExitCode {
 
     match &cli.command {
         Some(Command::Doctor { json }) => {
-            return doctor::run(cli.config.as_deref(), *json, concurrency(&cli))
+            return doctor::run(
+                cli.config.as_deref(),
+                *json,
+                concurrency(&cli),
+                cli.provider_options(),
+            )
         }
         Some(Command::Convert { input, key_file }) => return run_convert(input, key_file),
         None => {}
@@ -55,7 +60,7 @@ fn main() -> ExitCode {
         }
     };
     let store = Store::new();
-    let providers = Arc::new(Providers::new(store.clone()));
+    let providers = Arc::new(Providers::new(store.clone(), cli.provider_options()));
     let clusters = match quickshake_server::clusters::cluster_manager(&cfg.clusters, &store) {
         Ok(c) => c,
         Err(e) => {
@@ -159,6 +164,7 @@ fn serve(
         store.clone(),
         providers.clone(),
         clusters.clone(),
+        Duration::from_millis(cli.reload_interval_ms),
     );
     let mut admin = GatewayAdmin::new(
         store.clone(),
@@ -171,6 +177,8 @@ fn serve(
             "mode": "Serve",
             "drain_time": format!("{}s", cli.drain_time_s),
             "handshake_priority": format!("{:?}", cli.handshake_priority).to_lowercase(),
+            "batch_threads": cli.batch_threads,
+            "reload_interval": format!("{}s", cli.reload_interval_ms as f64 / 1000.0),
         }),
         drain.clone(),
     );

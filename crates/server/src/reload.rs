@@ -18,7 +18,7 @@ use quickshake_upstream::ClusterManager;
 
 use crate::listener::{build_chains, ListenerShared};
 
-/// How often files are checked (env `QUICKSHAKE_RELOAD_INTERVAL_MS` overrides, for tests).
+/// How often files are checked by default (the binary's `--reload-interval-ms` sets it).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What a file looks like now: enough to notice a rewrite or a symlink swap.
@@ -55,12 +55,7 @@ fn cert_files(cert: &TlsCertificate, out: &mut Vec<PathBuf>) {
     out.extend(cert.private_key.as_ref().and_then(file_of));
     out.extend(cert.watched_directory.clone());
     if let Some(p) = &cert.private_key_provider {
-        let file = p
-            .typed_config
-            .get("private_key")
-            .and_then(|k| k.get("filename"))
-            .and_then(|f| f.as_str());
-        out.extend(file.map(PathBuf::from));
+        out.extend(quickshake_keyprovider::key_files(p));
     }
 }
 
@@ -110,18 +105,15 @@ impl Watched {
     }
 }
 
-/// Start the watcher thread for the given listeners. It runs for the life of the process.
+/// Start the watcher thread for the given listeners, checking their files every `interval`.
+/// It runs for the life of the process.
 pub fn spawn(
     listeners: Vec<(Listener, Arc<ListenerShared>)>,
     store: Store,
     providers: Arc<Providers>,
     clusters: ClusterManager,
+    interval: Duration,
 ) {
-    let interval = std::env::var("QUICKSHAKE_RELOAD_INTERVAL_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(DEFAULT_INTERVAL);
     let mut watched: Vec<Watched> = listeners
         .into_iter()
         .filter(|(cfg, _)| cfg.filter_chains.iter().any(|c| c.tls.is_some()))

@@ -7,8 +7,8 @@
 
 use std::cell::RefCell;
 
-use super::lanes::{be_to_le_limbs, der_signature, random_scalar, wipe, wipe_limbs};
-use super::{ffi, CryptoMbEngine, LANES};
+use super::lanes::{be_to_le_limbs, der_signature, random_scalar, wipe, wipe_limbs, LANES};
+use super::{ffi, CryptoMbEngine};
 use crate::engine::{LaneError, LaneResult, RsaLane};
 
 thread_local! {

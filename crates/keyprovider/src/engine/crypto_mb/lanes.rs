@@ -5,8 +5,12 @@
 //! Constant time in the secret inputs: limbs are copied without branching on secret values,
 //! and leading zero bytes of secret parts are checked with an OR fold, never stripped.
 
-use super::RSA_BITS;
 use crate::engine::{EcKeyParts, LaneError, RsaKeyParts, RsaLane};
+
+/// Lanes per crypto_mb call.
+pub(super) const LANES: usize = 8;
+/// RSA modulus sizes crypto_mb computes.
+pub(super) const RSA_BITS: [u32; 4] = [1024, 2048, 3072, 4096];
 
 /// P-256 group order n, big-endian.
 const P256_N: [u8; 32] = [

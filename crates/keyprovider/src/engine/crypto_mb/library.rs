@@ -1,7 +1,7 @@
 //! Finding and loading the crypto_mb shared libraries, and `doctor`'s probe of them.
 //!
-//! Owns the search order described in the parent module (the `QUICKSHAKE_CRYPTO_MB_DIR`
-//! directory, the executable's ancestors, `./.deps`, the source repo, then the system library
+//! Owns the search order described in the parent module (the configured directory, the
+//! executable's ancestors, `./.deps`, the source repo, then the system library
 //! path), the names of crypto_mb and the Intel runtime libraries it needs, and the order they
 //! are loaded in. The `dlopen` calls themselves are in `ffi`.
 
@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 
 use libloading::os::unix::Library;
 
-use super::{ffi, hidden, CryptoMbUnavailable, DIR_ENV};
+use super::ffi;
+use super::unavailable::CryptoMbUnavailable;
+use crate::options::EngineOptions;
 
 /// The crypto_mb library file (its SONAME; the wheel also ships `libcrypto_mb.so`).
 pub(super) const CRYPTO_MB_SONAME: &str = "libcrypto_mb.so.13";
@@ -31,11 +33,11 @@ pub struct CryptoMbProbe {
     pub reason: Option<String>,
 }
 
-/// Directories searched for the libraries, in order.
-fn search_dirs() -> Vec<PathBuf> {
+/// Directories searched for the libraries, in order (`configured` first).
+fn search_dirs(configured: Option<&Path>) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
-    if let Some(d) = std::env::var_os(DIR_ENV).filter(|d| !d.is_empty()) {
-        dirs.push(PathBuf::from(d));
+    if let Some(d) = configured.filter(|d| !d.as_os_str().is_empty()) {
+        dirs.push(d.to_path_buf());
     }
     if let Ok(exe) = std::env::current_exe() {
         // `<exe dir>/../../.deps/crypto_mb` is the repo of `target/<profile>/quickshake`; test
@@ -100,8 +102,8 @@ struct Located {
     root: PathBuf,
 }
 
-fn locate() -> Result<Located, Vec<PathBuf>> {
-    let dirs = search_dirs();
+fn locate(configured: Option<&Path>) -> Result<Located, Vec<PathBuf>> {
+    let dirs = search_dirs(configured);
     for dir in &dirs {
         let Some(lib) = find_file(dir, &is_crypto_mb_name, 4) else {
             continue;
@@ -125,11 +127,13 @@ fn locate() -> Result<Located, Vec<PathBuf>> {
 
 /// Load the runtime libraries (by path when found, else by name) then crypto_mb.
 /// Returns the path it was found at (None: loaded from the system library path).
-pub(super) fn open_library() -> (
+pub(super) fn open_library(
+    configured: Option<&Path>,
+) -> (
     Option<PathBuf>,
     Result<ffi::CryptoMbLib, CryptoMbUnavailable>,
 ) {
-    match locate() {
+    match locate(configured) {
         Ok(loc) => {
             let mut runtime = Vec::new();
             for (name, path) in RUNTIME_LIBS.iter().zip(&loc.runtime) {
@@ -177,9 +181,10 @@ pub(super) fn open_library() -> (
 }
 
 /// Report for `quickshake doctor`: where crypto_mb is, whether it loads and runs here.
-pub fn probe() -> CryptoMbProbe {
-    let installed = locate().ok().map(|l| l.crypto_mb);
-    if hidden("crypto_mb") {
+pub fn probe(options: &EngineOptions) -> CryptoMbProbe {
+    let configured = options.crypto_mb_dir.as_deref();
+    let installed = locate(configured).ok().map(|l| l.crypto_mb);
+    if options.hides("crypto_mb") {
         return CryptoMbProbe {
             installed,
             loaded: false,
@@ -188,7 +193,7 @@ pub fn probe() -> CryptoMbProbe {
             reason: Some(CryptoMbUnavailable::Hidden.reason()),
         };
     }
-    let (path, lib) = open_library();
+    let (path, lib) = open_library(configured);
     match lib {
         Err(e) => CryptoMbProbe {
             installed: path.or(installed),

@@ -4,11 +4,12 @@
 //! and a machine without it (or without IFMA) just gets [`CryptoMbUnavailable`] with a reason.
 //! Install it with `scripts/install-crypto-mb` (into `<repo>/.deps/crypto_mb`).
 //!
-//! Search order for the libraries: the directory in `QUICKSHAKE_CRYPTO_MB_DIR` (searched
-//! recursively), `<dir of the executable>/../../.deps/crypto_mb` (and the other ancestors of the
+//! Search order for the libraries: [`EngineOptions::crypto_mb_dir`] (the binary's
+//! `--crypto-mb-dir`, env `QUICKSHAKE_CRYPTO_MB_DIR`; searched recursively),
+//! `<dir of the executable>/../../.deps/crypto_mb` (and the other ancestors of the
 //! executable's directory, up to 5 levels), `./.deps/crypto_mb`, the repo
 //! this crate was built from (`<CARGO_MANIFEST_DIR>/../../.deps/crypto_mb`), then the system
-//! library path. `QUICKSHAKE_HIDE_ENGINES=crypto_mb` (or `all`) hides it.
+//! library path. [`EngineOptions::hide`] naming `crypto_mb` (or `all`) hides it.
 //!
 //! This module owns the engine itself (loading it, its capabilities, the reasons it is
 //! unavailable, hiding) and sorts each call's lanes into 8-lane batches per key size. The rest
@@ -25,25 +26,18 @@ mod batch;
 mod ffi;
 mod lanes;
 mod library;
+mod unavailable;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::{Capabilities, EcdsaLane, Engine, LaneResult, RsaLane};
-use lanes::{check_ecdsa_lane, check_rsa_lane, wipe_limbs};
+use crate::options::EngineOptions;
+use lanes::{check_ecdsa_lane, check_rsa_lane, wipe_limbs, LANES, RSA_BITS};
 use library::{open_library, CRYPTO_MB_SONAME};
 
 pub use library::{probe, CryptoMbProbe};
-
-/// Environment variable naming a directory that holds the crypto_mb libraries.
-pub const DIR_ENV: &str = "QUICKSHAKE_CRYPTO_MB_DIR";
-/// Environment variable listing engines to hide (comma-separated; `all` hides every engine).
-pub const HIDE_ENV: &str = "QUICKSHAKE_HIDE_ENGINES";
-
-/// Lanes per crypto_mb call.
-const LANES: usize = 8;
-/// RSA modulus sizes crypto_mb computes.
-const RSA_BITS: [u32; 4] = [1024, 2048, 3072, 4096];
+pub use unavailable::CryptoMbUnavailable;
 
 /// Smallest batch worth sending to crypto_mb rather than BoringSSL one at a time: the smallest
 /// k for which one crypto_mb call costs less than k BoringSSL operations.
@@ -60,52 +54,6 @@ const RSA_MIN_BATCH: usize = 2;
 /// ECDSA P-256, same command: BoringSSL 0.0175-0.021 ms/sign; crypto_mb 0.045-0.049 ms per
 /// call of 1 lane, 0.050-0.051 ms for 8 (~160k op/s). 1 call > 2 signs but < 3, so k = 3.
 const ECDSA_MIN_BATCH: usize = 3;
-
-/// Why crypto_mb cannot be used in this process.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CryptoMbUnavailable {
-    #[error(
-        "crypto_mb is not installed (looked in {} and the system library path; run scripts/install-crypto-mb)",
-        show_paths(.looked)
-    )]
-    NotInstalled { looked: Vec<PathBuf> },
-    #[error("crypto_mb failed to load from {path}: {reason}")]
-    LoadFailed { path: PathBuf, reason: String },
-    #[error("crypto_mb is not applicable on this CPU: needs AVX-512 IFMA")]
-    NotApplicable,
-    #[error("crypto_mb is hidden by QUICKSHAKE_HIDE_ENGINES")]
-    Hidden,
-}
-
-impl CryptoMbUnavailable {
-    /// The human reason, as shown by `quickshake doctor`.
-    pub fn reason(&self) -> String {
-        self.to_string()
-    }
-}
-
-fn show_paths(paths: &[PathBuf]) -> String {
-    if paths.is_empty() {
-        return "no directory".to_string();
-    }
-    paths
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Whether `QUICKSHAKE_HIDE_ENGINES` hides `name`.
-pub(crate) fn hidden(name: &str) -> bool {
-    std::env::var(HIDE_ENV).is_ok_and(|v| hide_list_hides(&v, name))
-}
-
-/// Whether a comma-separated hide list names `name` (or `all`).
-fn hide_list_hides(list: &str, name: &str) -> bool {
-    list.split(',')
-        .map(str::trim)
-        .any(|x| x.eq_ignore_ascii_case(name) || x.eq_ignore_ascii_case("all"))
-}
 
 /// The crypto_mb engine. Cheap to share (`Send + Sync`); every call is independent.
 pub struct CryptoMbEngine {
@@ -127,12 +75,12 @@ impl fmt::Debug for CryptoMbEngine {
 }
 
 impl CryptoMbEngine {
-    /// Find and load crypto_mb, and check that this CPU runs it.
-    pub fn load() -> Result<CryptoMbEngine, CryptoMbUnavailable> {
-        if hidden("crypto_mb") {
+    /// Find and load crypto_mb (where `options` say), and check that this CPU runs it.
+    pub fn load(options: &EngineOptions) -> Result<CryptoMbEngine, CryptoMbUnavailable> {
+        if options.hides("crypto_mb") {
             return Err(CryptoMbUnavailable::Hidden);
         }
-        let (path, lib) = open_library();
+        let (path, lib) = open_library(options.crypto_mb_dir.as_deref());
         let lib = lib?;
         if !lib.applicable() {
             return Err(CryptoMbUnavailable::NotApplicable);
@@ -231,18 +179,5 @@ impl Engine for CryptoMbEngine {
             .into_iter()
             .map(|r| r.expect("every lane has a result"))
             .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hide_list_parsing() {
-        assert!(hide_list_hides("software, crypto_mb", "crypto_mb"));
-        assert!(hide_list_hides("ALL", "crypto_mb"));
-        assert!(!hide_list_hides("software", "crypto_mb"));
-        assert!(!hide_list_hides("", "crypto_mb"));
     }
 }
