@@ -10,7 +10,8 @@ use quickshake_admin::AdminState;
 use quickshake_stats::Store;
 use serde_json::{json, Value};
 
-use crate::{DrainHandle, ListenerShared};
+use crate::gateway::DrainHandle;
+use crate::listener::ListenerShared;
 
 /// The running gateway as the admin endpoint sees it.
 pub struct GatewayAdmin {

@@ -6,7 +6,7 @@ use quickshake_upstream::{
     ClusterManager, ClusterSpec, Discovery, Limits, Protocol, UpstreamTlsSpec,
 };
 
-use crate::ServerError;
+use crate::error::ServerError;
 
 /// Build every cluster (upstream TLS material is read here; errors name the field).
 pub fn cluster_manager(clusters: &[Cluster], store: &Store) -> Result<ClusterManager, ServerError> {

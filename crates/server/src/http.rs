@@ -2,178 +2,21 @@
 //! route table with direct responses, `http.<stat_prefix>.*` stats and access logs.
 
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use quickshake_config::{CodecType, HttpConnectionManager, Redirect, RouteAction, VirtualHost};
-use quickshake_stats::{Counter, Gauge, Histogram, Store};
+use quickshake_config::{Redirect, RouteAction};
 
-use crate::access_log::{AccessLogger, LogRecord};
-use crate::proxy::{error_response, forward, full, Body};
+use crate::access_log::LogRecord;
+use crate::body::{error_response, full, Body};
+use crate::http_runtime::{ConnInfo, HttpRuntime};
+use crate::proxy::forward;
 use crate::routing::{matched_prefix, select_route, select_virtual_host};
 use crate::time::rfc3339_now;
-use crate::ServerError;
-
-/// Envoy's `http.<stat_prefix>.*` statistics.
-pub struct HttpStats {
-    pub downstream_rq_total: Counter,
-    pub downstream_rq_completed: Counter,
-    pub downstream_rq_xx: [Counter; 5],
-    pub downstream_rq_http1_total: Counter,
-    pub downstream_rq_http2_total: Counter,
-    pub downstream_rq_time: Histogram,
-    pub downstream_cx_total: Counter,
-    pub downstream_cx_ssl_total: Counter,
-    pub downstream_cx_http1_total: Counter,
-    pub downstream_cx_http2_total: Counter,
-    pub downstream_cx_active: Gauge,
-    pub downstream_cx_destroy: Counter,
-    pub downstream_cx_idle_timeout: Counter,
-    pub downstream_cx_protocol_error: Counter,
-    pub no_route: Counter,
-}
-
-impl HttpStats {
-    fn new(store: &Store, prefix: &str) -> Self {
-        let c = |n: &str| store.counter(&format!("http.{prefix}.{n}"));
-        HttpStats {
-            downstream_rq_total: c("downstream_rq_total"),
-            downstream_rq_completed: c("downstream_rq_completed"),
-            downstream_rq_xx: [
-                c("downstream_rq_1xx"),
-                c("downstream_rq_2xx"),
-                c("downstream_rq_3xx"),
-                c("downstream_rq_4xx"),
-                c("downstream_rq_5xx"),
-            ],
-            downstream_rq_http1_total: c("downstream_rq_http1_total"),
-            downstream_rq_http2_total: c("downstream_rq_http2_total"),
-            downstream_rq_time: store.histogram(
-                &format!("http.{prefix}.downstream_rq_time"),
-                quickshake_stats::DEFAULT_BUCKETS,
-            ),
-            downstream_cx_total: c("downstream_cx_total"),
-            downstream_cx_ssl_total: c("downstream_cx_ssl_total"),
-            downstream_cx_http1_total: c("downstream_cx_http1_total"),
-            downstream_cx_http2_total: c("downstream_cx_http2_total"),
-            downstream_cx_active: store.gauge(&format!("http.{prefix}.downstream_cx_active")),
-            downstream_cx_destroy: c("downstream_cx_destroy"),
-            downstream_cx_idle_timeout: c("downstream_cx_idle_timeout"),
-            downstream_cx_protocol_error: c("downstream_cx_protocol_error"),
-            no_route: c("no_route"),
-        }
-    }
-}
-
-/// One filter chain's HTTP connection manager, shared by all its connections.
-pub struct HttpRuntime {
-    pub codec: CodecType,
-    pub virtual_hosts: Vec<VirtualHost>,
-    pub idle_timeout: Duration,
-    pub max_request_headers_bytes: usize,
-    pub server_name: HeaderValue,
-    pub stats: HttpStats,
-    pub loggers: Vec<AccessLogger>,
-    /// The clusters this connection manager's routes name.
-    pub clusters: std::collections::HashMap<String, quickshake_upstream::Cluster>,
-    /// `upgrade_configs[].upgrade_type` (e.g. `websocket`).
-    pub upgrade_types: Vec<String>,
-    pub use_remote_address: bool,
-    pub generate_request_id: bool,
-}
-
-/// Envoy's default `common_http_protocol_options.idle_timeout`: one hour.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
-
-impl HttpRuntime {
-    pub fn build(
-        cfg: &HttpConnectionManager,
-        store: &Store,
-        clusters: &quickshake_upstream::ClusterManager,
-    ) -> Result<Self, ServerError> {
-        let mut named = std::collections::HashMap::new();
-        for vh in &cfg.virtual_hosts {
-            for r in &vh.routes {
-                if let RouteAction::Route(t) = &r.action {
-                    let c = clusters
-                        .cluster(&t.cluster)
-                        .ok_or_else(|| ServerError::Invalid {
-                            field: format!("{}.route_config", cfg.path),
-                            reason: format!("unknown cluster '{}'", t.cluster),
-                        })?;
-                    named.insert(t.cluster.clone(), c);
-                }
-            }
-        }
-        let loggers = cfg
-            .access_logs
-            .iter()
-            .enumerate()
-            .map(|(i, l)| {
-                AccessLogger::open(l).map_err(|e| ServerError::Invalid {
-                    field: format!("{}.access_log[{i}]", cfg.path),
-                    reason: format!("cannot open: {e}"),
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        let server_name = cfg.server_name.as_deref().unwrap_or("quickshake");
-        Ok(HttpRuntime {
-            codec: cfg.codec_type,
-            virtual_hosts: cfg.virtual_hosts.clone(),
-            idle_timeout: cfg.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT),
-            max_request_headers_bytes: cfg.max_request_headers_kb as usize * 1024,
-            server_name: HeaderValue::from_str(server_name).map_err(|_| ServerError::Invalid {
-                field: format!("{}.server_name", cfg.path),
-                reason: "not a valid header value".into(),
-            })?,
-            stats: HttpStats::new(store, &cfg.stat_prefix),
-            loggers,
-            clusters: named,
-            upgrade_types: cfg.upgrade_types.clone(),
-            use_remote_address: cfg.use_remote_address,
-            generate_request_id: cfg.generate_request_id,
-        })
-    }
-}
-
-/// Per-connection facts the request handler needs, and the activity the idle timer watches.
-pub struct ConnInfo {
-    pub started: Instant,
-    /// The client: the socket's peer, or the source a PROXY protocol header gave.
-    pub peer: String,
-    pub local: String,
-    pub sni: Option<String>,
-    pub tls_version: Option<String>,
-    pub active_requests: AtomicUsize,
-    /// Milliseconds since `started` of the last request start or end.
-    pub last_activity_ms: AtomicU64,
-}
-
-impl ConnInfo {
-    /// The client's IP address (without port), for `x-forwarded-for`.
-    pub fn client_ip(&self) -> String {
-        self.peer
-            .parse::<std::net::SocketAddr>()
-            .map(|a| a.ip().to_string())
-            .unwrap_or_else(|_| self.peer.clone())
-    }
-
-    pub fn touch(&self) {
-        let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last_activity_ms.store(ms, Ordering::Relaxed);
-    }
-    pub fn idle_for(&self) -> Option<Duration> {
-        if self.active_requests.load(Ordering::Relaxed) > 0 {
-            return None;
-        }
-        let last = Duration::from_millis(self.last_activity_ms.load(Ordering::Relaxed));
-        Some(self.started.elapsed().saturating_sub(last))
-    }
-}
 
 /// Serve one request: route it, answer (direct response, redirect, or forwarded to a cluster),
 /// count it and log it.

@@ -13,9 +13,9 @@ use quickshake_tls::{build_chain_tls, ChainTls, HandshakeStats};
 use quickshake_upstream::ClusterManager;
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::http::HttpRuntime;
+use crate::error::ServerError;
+use crate::http_runtime::HttpRuntime;
 use crate::tcp_proxy::TcpProxyRuntime;
-use crate::ServerError;
 
 /// Handshake timeout used when `transport_socket_connect_timeout` is not set. Envoy has none by
 /// default; a gateway on the internet edge should not hold a socket forever for a silent client.

@@ -8,17 +8,14 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Request, Response, StatusCode, Uri};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
+use http::{Request, Response, Uri};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use quickshake_config::{RetryPolicy, RouteTarget};
 use quickshake_upstream::{Cluster, UpstreamBody, UpstreamError};
 
-use crate::http::{ConnInfo, HttpRuntime};
-
-/// A response body as the connection manager sends it.
-pub type Body = BoxBody<Bytes, hyper::Error>;
+use crate::body::{error_response, Body};
+use crate::http_runtime::{ConnInfo, HttpRuntime};
 
 /// Largest request body buffered so a request can be retried; larger ones go once.
 const RETRY_BUFFER_LIMIT: usize = 64 * 1024;
@@ -34,13 +31,6 @@ const HOP_BY_HOP: [&str; 8] = [
     "upgrade",
     "proxy-authenticate",
 ];
-
-/// A body with fixed bytes.
-pub fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into())
-        .map_err(|never| match never {})
-        .boxed()
-}
 
 /// What the access log learns from forwarding.
 #[derive(Default)]
@@ -206,14 +196,6 @@ fn upstream_error_response(e: &UpstreamError) -> Response<Body> {
         ),
         _ => error_response(503, "upstream connect error or disconnect/reset before headers. reset reason: connection termination"),
     }
-}
-
-pub fn error_response(status: u16, text: &'static str) -> Response<Body> {
-    let mut r = Response::new(full(text));
-    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-    r
 }
 
 fn finish(resp: Response<UpstreamBody>, started: Instant) -> Response<Body> {

@@ -10,7 +10,7 @@ use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use quickshake_upstream::Cluster;
 
-use crate::proxy::{error_response, Body};
+use crate::body::{error_response, full, Body};
 
 pub async fn forward_upgrade(
     mut parts: Parts,
@@ -49,5 +49,5 @@ pub async fn forward_upgrade(
         }
     });
     let (parts, _) = resp.into_parts();
-    Response::from_parts(parts, crate::proxy::full(bytes::Bytes::new()))
+    Response::from_parts(parts, full(bytes::Bytes::new()))
 }

@@ -17,7 +17,8 @@ use tokio::sync::{mpsc, watch};
 use crate::connection::serve_connection;
 use crate::handoff::{self, ServeJob};
 use crate::listener::ListenerShared;
-use crate::{HandshakePriority, ServerShared};
+use crate::options::HandshakePriority;
+use crate::shared::ServerShared;
 
 /// What one worker is.
 #[derive(Debug, Clone, Copy)]

@@ -1,0 +1,43 @@
+//! State every worker shares: the global connection limit (Envoy's overload manager
+//! `global_downstream_max_connections`) and the server gauges.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use quickshake_stats::{Gauge, Store};
+
+/// State every worker shares: the global connection limit and the server gauges.
+pub struct ServerShared {
+    active: AtomicU64,
+    limit: Option<u64>,
+    total_connections: Gauge,
+}
+
+impl ServerShared {
+    pub fn new(store: &Store, limit: Option<u64>) -> Self {
+        ServerShared {
+            active: AtomicU64::new(0),
+            limit,
+            total_connections: store.gauge("server.total_connections"),
+        }
+    }
+
+    /// Count a new connection in, unless the overload manager's limit is reached.
+    pub fn try_admit(&self) -> bool {
+        let prev = self.active.fetch_add(1, Ordering::AcqRel);
+        if self.limit.is_some_and(|l| prev >= l) {
+            self.active.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        self.total_connections.inc();
+        true
+    }
+
+    pub fn release(&self) {
+        self.active.fetch_sub(1, Ordering::AcqRel);
+        self.total_connections.dec();
+    }
+
+    pub fn active(&self) -> u64 {
+        self.active.load(Ordering::Acquire)
+    }
+}
