@@ -13,7 +13,9 @@
 
 #![forbid(unsafe_code)]
 
+mod address;
 mod bootstrap;
+mod certificate;
 mod cluster;
 mod dump;
 mod duration;

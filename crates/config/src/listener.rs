@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use std::time::Duration;
 
-use crate::bootstrap::address;
+use crate::address::address;
 use crate::cluster::{cluster_ref, ClusterNames};
 use crate::duration::duration;
 use crate::http::http_connection_manager;

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+use crate::certificate::tls_certificate;
 use crate::error::ConfigError;
 use crate::model::{SdsSecretRef, TlsCertificate};
 use crate::source::{read_config_text, yaml_text_to_json};
@@ -74,7 +75,7 @@ pub fn load_sds_tls_certificate(r: &SdsSecretRef) -> Result<TlsCertificate> {
             ],
         )?;
         let tc = so.req("tls_certificate")?;
-        let mut cert = crate::tls::tls_certificate(&tc)?;
+        let mut cert = tls_certificate(&tc)?;
         cert.path = format!("{} (secret '{}' in {})", r.path, r.name, origin);
         return Ok(cert);
     }

@@ -1,12 +1,12 @@
-//! `DownstreamTlsContext`: certificates, private key providers, TLS parameters, ALPN, client
-//! certificate validation and session resumption settings. Files are not read here.
+//! `DownstreamTlsContext` and `UpstreamTlsContext`: certificates (inline, parsed by
+//! `certificate`, or SDS references, parsed by `sds`), TLS parameters, ALPN, client certificate
+//! validation and session resumption settings. Files are not read here.
 
-use std::path::PathBuf;
-
+use crate::certificate::tls_certificate;
 use crate::model::{
-    DataSource, DownstreamTls, PrivateKeyProvider, SdsSecretRef, TlsCertificate, TlsParams,
-    TlsVersion, UpstreamTls,
+    DataSource, DownstreamTls, SdsSecretRef, TlsCertificate, TlsParams, TlsVersion, UpstreamTls,
 };
+use crate::sds::sds_secret_ref;
 use crate::source::data_source;
 use crate::walk::{Node, Obj, Result};
 
@@ -132,7 +132,7 @@ fn common_tls_context(node: &Node<'_>) -> Result<CommonTlsContext> {
     }
     let mut sds_certificates = Vec::new();
     for c in o.items("tls_certificate_sds_secret_configs") {
-        sds_certificates.push(crate::sds::sds_secret_ref(&c)?);
+        sds_certificates.push(sds_secret_ref(&c)?);
     }
     if certificates.is_empty() && sds_certificates.is_empty() {
         return Err(match o.get("tls_certificates") {
@@ -158,61 +158,6 @@ fn common_tls_context(node: &Node<'_>) -> Result<CommonTlsContext> {
         params,
         alpn_protocols,
         trusted_ca,
-    })
-}
-
-pub(crate) fn tls_certificate(node: &Node<'_>) -> Result<TlsCertificate> {
-    let o = node.obj_with(
-        &[
-            "certificate_chain",
-            "private_key",
-            "private_key_provider",
-            "watched_directory",
-        ],
-        &[
-            "password",
-            "pkcs12",
-            "ocsp_staple",
-            "signed_certificate_timestamp",
-        ],
-    )?;
-    let certificate_chain = data_source(&o.req("certificate_chain")?)?;
-    let private_key = o.get("private_key").map(|k| data_source(&k)).transpose()?;
-    let private_key_provider = o
-        .get("private_key_provider")
-        .map(|p| private_key_provider(&p))
-        .transpose()?;
-    if private_key.is_none() && private_key_provider.is_none() {
-        return Err(node.err("needs private_key or private_key_provider"));
-    }
-    let watched_directory = match o.get("watched_directory") {
-        Some(w) => Some(PathBuf::from(
-            w.obj(&["path"])?.req("path")?.non_empty_str()?,
-        )),
-        None => None,
-    };
-    Ok(TlsCertificate {
-        watched_directory,
-        path: node.path.clone(),
-        certificate_chain,
-        private_key,
-        private_key_provider,
-    })
-}
-
-fn private_key_provider(node: &Node<'_>) -> Result<PrivateKeyProvider> {
-    let o = node.obj(&["provider_name", "typed_config", "fallback"])?;
-    let provider_name = o.req("provider_name")?.non_empty_str()?.to_owned();
-    let tc = o.req("typed_config")?;
-    // The provider registry checks the type URL; here it only has to be present.
-    let type_url = tc.type_url()?.to_owned();
-    let typed_config = tc.any_obj()?.without_type();
-    Ok(PrivateKeyProvider {
-        path: node.path.clone(),
-        provider_name,
-        type_url,
-        typed_config,
-        fallback: o.bool_or_false("fallback")?,
     })
 }
 
