@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::text::detailed_buckets;
-use super::{fmt_g, json_num, Selection};
+use super::format::{detailed_buckets, fmt_g, json_num};
+use super::selection::Selection;
 use crate::metrics::{HistogramSnapshot, QUANTILES};
 use crate::query::HistogramBuckets;
 

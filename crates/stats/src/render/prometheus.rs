@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::{fmt_g, Selection};
+use super::format::fmt_g;
+use super::selection::Selection;
 use crate::metrics::{HistogramSnapshot, Meta};
 use crate::tags::{prometheus_name, sanitize};
 

@@ -2,7 +2,8 @@
 
 use std::fmt::Write as _;
 
-use super::{fmt_g, fmt_num, Selection};
+use super::format::{detailed_buckets, fmt_g, fmt_num};
+use super::selection::Selection;
 use crate::metrics::{HistogramSnapshot, QUANTILES};
 use crate::query::HistogramBuckets;
 
@@ -84,22 +85,4 @@ fn detail(out: &mut String, snap: &HistogramSnapshot, disjoint: &[u64]) {
         let _ = write!(out, "{delim}{},{}:{count}", fmt_num(lower), fmt_num(width));
         delim = ", ";
     }
-}
-
-/// `(lower_bound, width, count)` of each non-empty disjoint bucket.
-pub(super) fn detailed_buckets(snap: &HistogramSnapshot, disjoint: &[u64]) -> Vec<(f64, f64, u64)> {
-    disjoint
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| **c > 0)
-        .map(|(i, c)| {
-            let lower = if i == 0 {
-                0f64.min(snap.min)
-            } else {
-                snap.bounds[i - 1]
-            };
-            let upper = snap.bounds.get(i).copied().unwrap_or(snap.max.max(lower));
-            (lower, upper - lower, *c)
-        })
-        .collect()
 }
