@@ -4,7 +4,7 @@ use hyper::Method;
 use quickshake_stats::{Format, QueryError, StatsQuery};
 use thiserror::Error;
 
-use crate::AdminState;
+use crate::state::AdminState;
 
 /// Content type of plain-text admin answers (Envoy's `TextUtf8`).
 pub const TEXT: &str = "text/plain; charset=UTF-8";

@@ -11,32 +11,11 @@
 
 mod handlers;
 mod server;
+mod state;
 
 pub use handlers::{handle, help_text, AdminError, AdminResponse, JSON, TEXT};
 pub use server::serve;
-
-/// What the admin endpoint needs from the running server.
-pub trait AdminState: Send + Sync + 'static {
-    /// The stat registry `/stats` renders.
-    fn stats(&self) -> &quickshake_stats::Store;
-    /// Envoy's `/server_info` JSON (`version`, `state`, `uptime_current_epoch`,
-    /// `uptime_all_epochs`, `command_line_options{concurrency,...}`, ...).
-    /// `/ready` also reads `state` from it to explain a 503.
-    fn server_info(&self) -> serde_json::Value;
-    /// Envoy's `/certs` JSON (`{"certificates":[...]}`).
-    fn certs(&self) -> serde_json::Value;
-    /// `/config_dump` JSON, already redacted by the caller.
-    fn config_dump(&self) -> serde_json::Value;
-    /// `/ready` answers 200 `LIVE` when true, else 503 with the state.
-    fn is_live(&self) -> bool;
-    /// `/healthcheck/fail` (true) and `/healthcheck/ok` (false); POST only.
-    fn set_health_check_failed(&self, failed: bool);
-    /// `/quitquitquit` (POST): answer `OK` then shut the server down. The
-    /// implementation should only signal; the response is written first.
-    fn quit(&self);
-    /// `/drain_listeners` (POST).
-    fn drain_listeners(&self) {}
-}
+pub use state::AdminState;
 
 #[cfg(test)]
 mod tests;

@@ -16,7 +16,8 @@ use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
-use crate::{handle, AdminState};
+use crate::handlers::handle;
+use crate::state::AdminState;
 
 /// How long in-flight admin requests may take to finish after shutdown.
 const DRAIN_GRACE: Duration = Duration::from_secs(5);
