@@ -6,14 +6,13 @@
 //! h2spec comes from `scripts/setup-audit`. A missing h2spec fails the test (it does not skip);
 //! `QUICKSHAKE_SKIP_AUDITS=1` skips the audit. See docs/reliability-audits.md.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use support::*;
+use crate::support;
+use crate::support::*;
 
 /// Wall-clock bound for one h2spec run (the `timeout` command enforces it).
 const H2SPEC_TIMEOUT_S: u32 = 180;
@@ -205,6 +204,7 @@ fn judge(cases: &BTreeMap<String, Case>, expected: &BTreeMap<String, String>) ->
 
 #[test]
 fn judge_fails_only_on_unlisted_failures() {
+    let _lock = support::shared();
     let case = |failed: bool| Case {
         desc: "d".into(),
         failed,
@@ -242,6 +242,7 @@ fn judge_fails_only_on_unlisted_failures() {
 
 #[test]
 fn expected_failures_file_parses() {
+    let _lock = support::shared();
     let expected = expected_failures();
     for id in expected.keys() {
         let mut parts = id.split('/');
@@ -255,6 +256,7 @@ fn expected_failures_file_parses() {
 
 #[test]
 fn junit_ids_follow_h2spec_numbering() {
+    let _lock = support::shared();
     let xml = r#"<testsuites>
   <testsuite name="6.9.1. The Flow-Control Window" package="http2/6.9.1" id="6.9.1" tests="3" skipped="0" failures="1" errors="0">
     <testcase package="http2/6.9.1" classname="a" time="0.0001"></testcase>
@@ -273,6 +275,7 @@ boom</error></testcase>
 
 #[test]
 fn h2spec_default_listener() {
+    let _lock = support::shared();
     if skip_audits() {
         return;
     }

@@ -11,8 +11,6 @@
 //! The tools come from `scripts/setup-audit`. A missing tool fails the test (it does not skip);
 //! `QUICKSHAKE_SKIP_AUDITS=1` skips the audits. See docs/reliability-audits.md.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -20,7 +18,9 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use serde_json::Value;
-use support::*;
+
+use crate::support;
+use crate::support::*;
 
 /// The weak configuration of the positive control.
 const WEAK_TLS_PARAMS: &str = "            tls_params:\n              tls_minimum_protocol_version: TLSv1_0\n              cipher_suites: [ECDHE-RSA-AES128-SHA, AES128-SHA]\n";
@@ -616,6 +616,7 @@ fn assert_weak_flagged(audit: &Audit) {
 
 #[test]
 fn sslyze_default_config_has_no_findings() {
+    let _lock = support::shared();
     if skip_audits() {
         return;
     }
@@ -625,6 +626,7 @@ fn sslyze_default_config_has_no_findings() {
 
 #[test]
 fn testssl_default_config_has_no_findings() {
+    let _lock = support::shared();
     if skip_audits() {
         return;
     }
@@ -635,6 +637,7 @@ fn testssl_default_config_has_no_findings() {
 /// Positive control: the same harness functions flag a deliberately weak listener.
 #[test]
 fn sslyze_flags_the_weak_config() {
+    let _lock = support::shared();
     if skip_audits() {
         return;
     }
@@ -644,6 +647,7 @@ fn sslyze_flags_the_weak_config() {
 
 #[test]
 fn testssl_flags_the_weak_config() {
+    let _lock = support::shared();
     if skip_audits() {
         return;
     }
@@ -654,6 +658,7 @@ fn testssl_flags_the_weak_config() {
 /// The classification the two tools share.
 #[test]
 fn suite_classification() {
+    let _lock = support::shared();
     for weak in [
         "TLS_RSA_WITH_RC4_128_SHA",
         "TLS_RSA_WITH_3DES_EDE_CBC_SHA",

@@ -1,9 +1,9 @@
 //! `quickshake convert`: Istio's `privateKeyProvider` (seed 002's shapes) becomes a
 //! `private_key_provider` block that the gateway accepts.
 
-mod support;
-
 use std::process::Command;
+
+use crate::support;
 
 fn convert(input: &str, key: &str) -> (bool, String, String) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -40,6 +40,7 @@ spec:
 
 #[test]
 fn converted_block_is_accepted_by_the_gateway() {
+    let _lock = support::shared();
     let key = support::cert("rsa2048.key.pem");
     let (ok, out, err) = convert(GATEWAY_ANNOTATION, &key);
     assert!(ok, "{err}");
@@ -86,6 +87,7 @@ fn converted_block_is_accepted_by_the_gateway() {
 
 #[test]
 fn mesh_config_default_and_istio_fallback_default() {
+    let _lock = support::shared();
     let mesh = "meshConfig:\n  defaultConfig:\n    privateKeyProvider:\n      cryptomb:\n        pollDelay: 10ms\n";
     let (ok, out, _) = convert(mesh, "/k.pem");
     assert!(ok);

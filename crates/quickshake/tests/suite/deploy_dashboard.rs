@@ -3,14 +3,14 @@
 //! point — every `envoy_*` name it queries exists in a live `/stats/prometheus` scrape of the real
 //! gateway after real traffic through a `quickshake.batching` provider.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde_json::Value;
-use support::providers::batching_cert;
-use support::{direct_response_config, Gateway};
+
+use crate::support;
+use crate::support::providers::batching_cert;
+use crate::support::{direct_response_config, Gateway};
 
 fn dashboard() -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/grafana/quickshake.json");
@@ -134,6 +134,7 @@ fn family_of<'a>(name: &'a str, scrape: &Scrape) -> Option<&'a str> {
 
 #[test]
 fn dashboard_is_grafana_json_with_a_prometheus_datasource_variable() {
+    let _lock = support::shared();
     let d = dashboard();
     assert!(d["title"].as_str().is_some_and(|t| !t.is_empty()));
     assert!(d["uid"].as_str().is_some_and(|u| !u.is_empty()));
@@ -183,6 +184,7 @@ fn dashboard_is_grafana_json_with_a_prometheus_datasource_variable() {
 
 #[test]
 fn dashboard_has_the_promised_panels() {
+    let _lock = support::shared();
     let d = dashboard();
     let all: Vec<(String, String)> = queries(&d);
     let has = |what: &str, f: &dyn Fn(&str) -> bool| {
@@ -220,6 +222,7 @@ fn dashboard_has_the_promised_panels() {
 
 #[test]
 fn every_dashboard_metric_is_in_a_live_scrape() {
+    let _lock = support::shared();
     // A gateway whose key is held by quickshake.batching (software engine: works on any CPU),
     // so the provider's `cryptomb.*` stats exist, then real HTTPS traffic with curl.
     let cert = batching_cert("rsa2048", &[("engine", "software")]);
@@ -293,6 +296,7 @@ fn every_dashboard_metric_is_in_a_live_scrape() {
 
 #[test]
 fn envoy_names_are_extracted_from_promql() {
+    let _lock = support::shared();
     let names = envoy_names(
         r#"histogram_quantile(0.9, sum by (le, envoy_listener_address) (rate(envoy_listener_ssl_handshake_time_ms_bucket{envoy_listener_address=~"$l"}[1m]))) / xenvoy_no"#,
     );

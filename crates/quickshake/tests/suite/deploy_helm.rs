@@ -6,13 +6,13 @@
 //!
 //! Needs helm (`scripts/setup-helm`); `QUICKSHAKE_SKIP_HELM=1` skips these tests.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_yaml::Value;
+
+use crate::support;
 
 /// The test matrix: `deploy/helm/quickshake/ci/<name>-values.yaml`.
 const MATRIX: [&str; 5] = ["default", "ifma-required", "ifma-preferred", "qat", "cpu4"];
@@ -185,6 +185,7 @@ fn resolve_port(c: &Value, port: &Value) -> u64 {
 
 #[test]
 fn helm_lint_passes() {
+    let _lock = support::shared();
     let Some(helm) = helm() else { return };
     let chart = chart().display().to_string();
     let mut runs = vec![vec!["lint".to_string(), "--strict".into(), chart.clone()]];
@@ -210,6 +211,7 @@ fn helm_lint_passes() {
 
 #[test]
 fn the_ci_values_files_are_the_test_matrix() {
+    let _lock = support::shared();
     let found: BTreeSet<String> = std::fs::read_dir(chart().join("ci"))
         .expect("deploy/helm/quickshake/ci")
         .filter_map(|e| e.ok())
@@ -226,6 +228,7 @@ fn the_ci_values_files_are_the_test_matrix() {
 
 #[test]
 fn every_values_file_renders_the_gateway_objects() {
+    let _lock = support::shared();
     let Some(helm) = helm() else { return };
     for name in MATRIX {
         let docs = render(&helm, name);
@@ -298,6 +301,7 @@ fn every_values_file_renders_the_gateway_objects() {
 
 #[test]
 fn concurrency_equals_the_cpu_limit_and_requests_equal_limits() {
+    let _lock = support::shared();
     let Some(helm) = helm() else { return };
     for (name, cpus) in [
         ("default", 2),
@@ -342,6 +346,7 @@ fn concurrency_equals_the_cpu_limit_and_requests_equal_limits() {
 
 #[test]
 fn probes_and_scrape_annotations_use_the_admin_port() {
+    let _lock = support::shared();
     let Some(helm) = helm() else { return };
     for name in MATRIX {
         let docs = render(&helm, name);
@@ -390,6 +395,7 @@ fn probes_and_scrape_annotations_use_the_admin_port() {
 
 #[test]
 fn certificate_secret_is_mounted_read_only_0400() {
+    let _lock = support::shared();
     let Some(helm) = helm() else { return };
     for name in MATRIX {
         let docs = render(&helm, name);
@@ -445,6 +451,7 @@ fn seed_expressions() -> Vec<(String, String)> {
 
 #[test]
 fn ifma_values_carry_the_seed_nfd_node_affinity() {
+    let _lock = support::shared();
     let Some(helm) = helm() else { return };
     let docs = render(&helm, "ifma-required");
     let na = &pod_spec(&docs, "ifma-required")["affinity"]["nodeAffinity"];
@@ -494,6 +501,7 @@ fn ifma_values_carry_the_seed_nfd_node_affinity() {
 
 #[test]
 fn qat_values_request_qat_crypto_instances() {
+    let _lock = support::shared();
     let Some(helm) = helm() else { return };
     let docs = render(&helm, "qat");
     let c = container(&docs, "qat");
@@ -599,6 +607,7 @@ fn provider_name(cfg: &Value) -> Option<String> {
 
 #[test]
 fn rendered_configs_pass_quickshake_validate() {
+    let _lock = support::shared();
     let Some(helm) = helm() else { return };
     for (name, provider) in [
         ("default", Some("quickshake.batching")),
@@ -653,6 +662,7 @@ fn curl_status(args: &[&str]) -> String {
 
 #[test]
 fn default_config_serves_https_rotates_the_secret_and_exports_provider_stats() {
+    let _lock = support::shared();
     let Some(helm) = helm() else { return };
     let docs = render(&helm, "default");
     let (_, cfg) = bootstrap(&docs, "default");
@@ -729,6 +739,7 @@ fn default_config_serves_https_rotates_the_secret_and_exports_provider_stats() {
 
 #[test]
 fn config_value_replaces_the_generated_bootstrap() {
+    let _lock = support::shared();
     let Some(helm) = helm() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let own = dir.path().join("own.yaml");

@@ -2,12 +2,11 @@
 //! access log, and the admin endpoint (stats, prometheus, filter, /certs, /config_dump
 //! redaction, health check, /quitquitquit, SIGTERM drain).
 
-mod support;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::*;
+use crate::support;
+use crate::support::*;
 
 /// The seed fixture with its /etc/ssl paths and fixed ports turned into template placeholders.
 fn seed_template() -> String {
@@ -56,6 +55,7 @@ fn cacert() -> String {
 
 #[test]
 fn seed_config_serves_200() {
+    let _lock = support::shared();
     let gw = Gateway::start(&seed_template(), &["--concurrency", "2"]);
     let ca = cacert();
     let out = curl(&[
@@ -79,6 +79,7 @@ fn seed_config_serves_200() {
 
 #[test]
 fn seed_config_validate_mode() {
+    let _lock = support::shared();
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("seed.yaml");
     let (port, admin) = (free_port(), free_port());
@@ -107,6 +108,7 @@ fn h2_template(hcm_extra: &str) -> String {
 
 #[test]
 fn http1_and_http2_with_stats() {
+    let _lock = support::shared();
     let gw = Gateway::start(&h2_template(""), &["--concurrency", "2"]);
     let ca = cacert();
     let url = gw.url("/");
@@ -154,6 +156,7 @@ fn http1_and_http2_with_stats() {
 
 #[test]
 fn access_log_records_each_request() {
+    let _lock = support::shared();
     let hcm_extra = r#"          access_log:
           - name: envoy.access_loggers.file
             typed_config:
@@ -231,6 +234,7 @@ fn access_log_records_each_request() {
 
 #[test]
 fn admin_prometheus_and_filter() {
+    let _lock = support::shared();
     let gw = Gateway::start(&h2_template(""), &["--concurrency", "1"]);
     assert_eq!(curl_code(&["--cacert", &cacert()], &gw.url("/")), "200");
     let scope = gw.scope("127.0.0.1");
@@ -298,6 +302,7 @@ fn openssl_serial(file: &str) -> String {
 
 #[test]
 fn admin_certs_shows_serial() {
+    let _lock = support::shared();
     let certs = format!("{}\n{}", plain_cert("rsa2048"), plain_cert("ecdsa-p256"));
     let gw = Gateway::start(
         &direct_response_config(&certs, "", ""),
@@ -331,6 +336,7 @@ fn admin_certs_shows_serial() {
 
 #[test]
 fn admin_config_dump_redacts_inline_key() {
+    let _lock = support::shared();
     let key_pem =
         std::fs::read_to_string(certs_dir().join("rsa2048.key.pem")).expect("read key pem");
     let mut certificate = String::from(
@@ -367,6 +373,7 @@ fn admin_config_dump_redacts_inline_key() {
 
 #[test]
 fn admin_healthcheck_fail_requires_post() {
+    let _lock = support::shared();
     let gw = Gateway::start(&h2_template(""), &["--concurrency", "1"]);
     let (code, _) = gw.admin_get("/healthcheck/fail");
     assert_eq!(code, 405, "GET on a mutating endpoint");
@@ -398,6 +405,7 @@ fn exited(pid: u32) -> bool {
 
 #[test]
 fn admin_quitquitquit_exits_zero() {
+    let _lock = support::shared();
     let mut gw = Gateway::start(
         &h2_template(""),
         &["--concurrency", "2", "--drain-time-s", "3"],
@@ -424,6 +432,7 @@ fn admin_quitquitquit_exits_zero() {
 
 #[test]
 fn sigterm_drains_and_exits_zero() {
+    let _lock = support::shared();
     let mut gw = Gateway::start(
         &h2_template(""),
         &["--concurrency", "2", "--drain-time-s", "3"],
@@ -436,6 +445,7 @@ fn sigterm_drains_and_exits_zero() {
 
 #[test]
 fn sigterm_with_an_open_connection_exits_within_drain_time() {
+    let _lock = support::shared();
     let mut gw = Gateway::start(
         &h2_template(""),
         &["--concurrency", "1", "--drain-time-s", "2"],
@@ -452,6 +462,7 @@ fn sigterm_with_an_open_connection_exits_within_drain_time() {
 
 #[test]
 fn http10_request_counts_as_http1() {
+    let _lock = support::shared();
     let gw = Gateway::start(&h2_template(""), &["--concurrency", "1"]);
     let out = curl(&[
         "--http1.0",
@@ -472,6 +483,7 @@ fn http10_request_counts_as_http1() {
 
 #[test]
 fn admin_config_dump_redacts_inline_ticket_keys() {
+    let _lock = support::shared();
     let out = Command::new("openssl")
         .args(["base64", "-A", "-in"])
         .arg(certs_dir().join("ticket.key"))

@@ -1,11 +1,10 @@
 //! Bad configurations stop the gateway at start with a non-zero exit and a message naming the
 //! exact field path or file at fault.
 
-mod support;
-
 use std::net::TcpListener;
 
-use support::*;
+use crate::support;
+use crate::support::*;
 
 fn good() -> String {
     direct_response_config(&plain_cert("rsa2048"), "", "")
@@ -31,6 +30,7 @@ fn validate_fails(template: &str, needle: &str) {
 
 #[test]
 fn the_good_config_starts() {
+    let _lock = support::shared();
     // The baseline every mutation below starts from.
     let gw = Gateway::start(&good(), &["--concurrency", "1"]);
     let (code, _) = gw.admin_get("/ready");
@@ -39,6 +39,7 @@ fn the_good_config_starts() {
 
 #[test]
 fn unknown_field_in_listener() {
+    let _lock = support::shared();
     let t = good().replace("  - name: main\n", "  - name: main\n    bogus: 1\n");
     assert!(t.contains("bogus: 1"));
     let err = fails(&t);
@@ -52,6 +53,7 @@ fn unknown_field_in_listener() {
 
 #[test]
 fn unknown_field_deep_inside_tls_context() {
+    let _lock = support::shared();
     let t = good().replace(
         "            alpn_protocols: [h2, http/1.1]\n",
         "            alpn_protocols: [h2, http/1.1]\n            bogus_tls: true\n",
@@ -68,6 +70,7 @@ fn unknown_field_deep_inside_tls_context() {
 
 #[test]
 fn wrong_type_url_in_transport_socket() {
+    let _lock = support::shared();
     let t = good().replace(
         "envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
         "envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
@@ -89,6 +92,7 @@ fn wrong_type_url_in_transport_socket() {
 
 #[test]
 fn missing_key_file() {
+    let _lock = support::shared();
     let t = good().replace(
         "{{CERTS}}/rsa2048.key.pem",
         "{{DIR}}/does-not-exist.key.pem",
@@ -110,6 +114,7 @@ fn missing_key_file() {
 
 #[test]
 fn missing_certificate_file() {
+    let _lock = support::shared();
     let t = good().replace("{{CERTS}}/rsa2048.cert.pem", "{{DIR}}/nope.cert.pem");
     let err = fails(&t);
     assert!(err.contains("nope.cert.pem"), "{err}");
@@ -121,6 +126,7 @@ fn missing_certificate_file() {
 
 #[test]
 fn key_does_not_match_certificate() {
+    let _lock = support::shared();
     let t = good().replace("{{CERTS}}/rsa2048.key.pem", "{{CERTS}}/mismatch.key.pem");
     let err = fails(&t);
     assert!(err.contains("mismatch.key.pem"), "file missing: {err}");
@@ -133,6 +139,7 @@ fn key_does_not_match_certificate() {
 
 #[test]
 fn listener_port_in_use() {
+    let _lock = support::shared();
     let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = taken.local_addr().expect("addr").port();
     let t = good().replace("port_value: {{PORT}}", &format!("port_value: {port}"));
@@ -149,6 +156,7 @@ fn listener_port_in_use() {
 
 #[test]
 fn admin_port_in_use() {
+    let _lock = support::shared();
     let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = taken.local_addr().expect("addr").port();
     let t = good().replace("port_value: {{ADMIN}}", &format!("port_value: {port}"));
@@ -159,6 +167,7 @@ fn admin_port_in_use() {
 
 #[test]
 fn listener_and_admin_on_one_address() {
+    let _lock = support::shared();
     let t = good().replace("port_value: {{ADMIN}}", "port_value: {{PORT}}");
     let err = fails(&t);
     assert!(
@@ -170,6 +179,7 @@ fn listener_and_admin_on_one_address() {
 
 #[test]
 fn bad_handshake_timeout_duration() {
+    let _lock = support::shared();
     let t = good().replace(
         "\n      filters:\n",
         "\n      transport_socket_connect_timeout: 5\n      filters:\n",
@@ -186,6 +196,7 @@ fn bad_handshake_timeout_duration() {
 
 #[test]
 fn invalid_yaml_names_the_file() {
+    let _lock = support::shared();
     let err = fails("static_resources: [\n");
     assert!(err.contains("config.yaml"), "{err}");
     assert!(err.contains("invalid YAML"), "{err}");
@@ -193,6 +204,7 @@ fn invalid_yaml_names_the_file() {
 
 #[test]
 fn missing_config_file() {
+    let _lock = support::shared();
     let out = std::process::Command::new(binary())
         .args(["-c", "/nonexistent/quickshake.yaml"])
         .output()
@@ -204,6 +216,7 @@ fn missing_config_file() {
 
 #[test]
 fn require_client_certificate_without_trusted_ca() {
+    let _lock = support::shared();
     let t = direct_response_config(
         &plain_cert("rsa2048"),
         "          require_client_certificate: true",

@@ -2,11 +2,10 @@
 //! rises), off with disable_stateless_session_resumption + disable_stateful_session_resumption
 //! (every handshake is full, the counter stays 0), and the load generator sees no resumption.
 
-mod support;
-
 use std::process::{Command, Output};
 
-use support::*;
+use crate::support;
+use crate::support::*;
 
 fn text(o: &Output) -> String {
     format!(
@@ -49,6 +48,7 @@ fn handshakes(gw: &Gateway) -> u64 {
 
 #[test]
 fn tls12_resumption_enabled_by_default() {
+    let _lock = support::shared();
     // Two workers: a resumed session may land on either.
     let gw = Gateway::start(&template(""), &["--concurrency", "2"]);
     let (reused, new, out) = reconnect(&gw, &["-tls1_2"]);
@@ -65,6 +65,7 @@ fn tls12_resumption_enabled_by_default() {
 
 #[test]
 fn tls12_stateless_only() {
+    let _lock = support::shared();
     // Session cache off, tickets on: a ticket resumes, a session ID does not.
     let gw = Gateway::start(
         &template("          disable_stateful_session_resumption: true"),
@@ -80,6 +81,7 @@ fn tls12_stateless_only() {
 
 #[test]
 fn tls12_resumption_with_configured_ticket_keys() {
+    let _lock = support::shared();
     let gw = Gateway::start(
         &template("          session_ticket_keys: { keys: [ { filename: {{CERTS}}/ticket.key } ] }\n          disable_stateful_session_resumption: true"),
         &["--concurrency", "2"],
@@ -91,6 +93,7 @@ fn tls12_resumption_with_configured_ticket_keys() {
 
 #[test]
 fn tls12_resumption_disabled() {
+    let _lock = support::shared();
     let gw = Gateway::start(&template(DISABLED), &["--concurrency", "2"]);
     for extra in [&["-tls1_2"][..], &["-tls1_2", "-no_ticket"][..]] {
         let (reused, new, out) = reconnect(&gw, extra);
@@ -145,6 +148,7 @@ fn tls13_pair(gw: &Gateway) -> (String, String) {
 
 #[test]
 fn tls13_resumption_enabled_by_default() {
+    let _lock = support::shared();
     let gw = Gateway::start(&template(""), &["--concurrency", "1"]);
     let (first, second) = tls13_pair(&gw);
     assert!(first.contains("New, TLSv1.3"), "{first}");
@@ -155,6 +159,7 @@ fn tls13_resumption_enabled_by_default() {
 
 #[test]
 fn tls13_resumption_disabled() {
+    let _lock = support::shared();
     let gw = Gateway::start(&template(DISABLED), &["--concurrency", "1"]);
     let (first, second) = tls13_pair(&gw);
     assert!(first.contains("New, TLSv1.3"), "{first}");
@@ -222,6 +227,7 @@ fn check_bench(gw: &Gateway, v: &serde_json::Value) {
 
 #[test]
 fn bench_under_load_with_resumption_enabled() {
+    let _lock = support::shared();
     // The server would resume; the load generator must not offer sessions.
     let gw = Gateway::start(&template(""), &["--concurrency", "2"]);
     let v = run_bench(&gw);
@@ -230,6 +236,7 @@ fn bench_under_load_with_resumption_enabled() {
 
 #[test]
 fn bench_under_load_with_resumption_disabled() {
+    let _lock = support::shared();
     let gw = Gateway::start(&template(DISABLED), &["--concurrency", "2"]);
     let v = run_bench(&gw);
     check_bench(&gw, &v);

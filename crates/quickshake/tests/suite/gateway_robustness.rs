@@ -2,13 +2,12 @@
 //! that never finishes its handshake, and the global connection limit. Each moves the expected
 //! counter by the expected amount while curl keeps getting 200.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use support::*;
+use crate::support;
+use crate::support::*;
 
 fn with_handshake_timeout(template: &str, timeout: &str) -> String {
     let t = template.replace(
@@ -46,6 +45,7 @@ fn wait_closed(s: &mut TcpStream) -> Duration {
 
 #[test]
 fn garbage_bytes_end_only_that_connection() {
+    let _lock = support::shared();
     let gw = Gateway::start(&base(), &["--concurrency", "2"]);
     let scope = gw.scope("127.0.0.1");
     support::curl_ok(&gw);
@@ -84,6 +84,7 @@ fn garbage_bytes_end_only_that_connection() {
 
 #[test]
 fn truncated_client_hello_then_close() {
+    let _lock = support::shared();
     let hello = support::capture_client_hello();
     let gw = Gateway::start(&base(), &["--concurrency", "2"]);
     let scope = gw.scope("127.0.0.1");
@@ -120,6 +121,7 @@ fn truncated_client_hello_then_close() {
 
 #[test]
 fn truncated_client_hello_that_stalls_times_out() {
+    let _lock = support::exclusive();
     let hello = support::capture_client_hello();
     let gw = Gateway::start(
         &with_handshake_timeout(&base(), "1s"),
@@ -146,6 +148,7 @@ fn truncated_client_hello_that_stalls_times_out() {
 
 #[test]
 fn silent_client_times_out_in_handshake() {
+    let _lock = support::exclusive();
     let gw = Gateway::start(
         &with_handshake_timeout(&base(), "1s"),
         &["--concurrency", "2"],
@@ -196,6 +199,7 @@ const LIMIT: &str = r#"overload_manager:
 
 #[test]
 fn global_connection_limit() {
+    let _lock = support::shared();
     let template = format!("{}{LIMIT}", with_handshake_timeout(&base(), "30s"));
     let gw = Gateway::start(&template, &["--concurrency", "2"]);
     let scope = gw.scope("127.0.0.1");
@@ -235,6 +239,7 @@ fn global_connection_limit() {
 
 #[test]
 fn global_connection_limit_from_runtime() {
+    let _lock = support::shared();
     let runtime = r#"layered_runtime:
   layers:
   - name: static
@@ -312,6 +317,7 @@ static_resources:
 
 #[test]
 fn sni_listener_garbage_and_silent_clients() {
+    let _lock = support::shared();
     let gw = Gateway::start(
         &sni_template("      transport_socket_connect_timeout: 1s"),
         &["--concurrency", "2"],
@@ -362,6 +368,7 @@ fn sni_listener_garbage_and_silent_clients() {
 
 #[test]
 fn sni_listener_truncated_client_hello_then_close_is_closed_promptly() {
+    let _lock = support::shared();
     let hello = support::capture_client_hello();
     let gw = Gateway::start(&sni_template(""), &["--concurrency", "1"]);
     let scope = gw.scope("127.0.0.1");

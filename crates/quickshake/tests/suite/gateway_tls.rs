@@ -2,11 +2,10 @@
 //! between an RSA and an ECDSA certificate by the client's signature algorithms, SNI choosing
 //! the filter chain, and mutual TLS.
 
-mod support;
-
 use std::process::Output;
 
-use support::*;
+use crate::support;
+use crate::support::*;
 
 fn text(o: &Output) -> String {
     format!(
@@ -36,6 +35,7 @@ fn counter_eventually(gw: &Gateway, name: &str, at_least: u64) {
 
 #[test]
 fn s_client_tls12_and_tls13() {
+    let _lock = support::shared();
     let gw = Gateway::start(
         &direct_response_config(&plain_cert("rsa2048"), "", ""),
         &["--concurrency", "2"],
@@ -74,6 +74,7 @@ fn s_client_tls12_and_tls13() {
 
 #[test]
 fn tls11_is_refused_by_default() {
+    let _lock = support::shared();
     let gw = Gateway::start(
         &direct_response_config(&plain_cert("rsa2048"), "", ""),
         &["--concurrency", "1"],
@@ -113,6 +114,7 @@ fn assert_rsa(out: &str) {
 
 #[test]
 fn rsa_and_ecdsa_on_one_listener_rsa_first() {
+    let _lock = support::shared();
     let gw = dual_cert_gateway("rsa2048", "ecdsa-p256");
     for version in ["-tls1_2", "-tls1_3"] {
         let out = handshake(&gw, &[version, "-sigalgs", ECDSA_ONLY]);
@@ -131,6 +133,7 @@ fn rsa_and_ecdsa_on_one_listener_rsa_first() {
 
 #[test]
 fn rsa_and_ecdsa_on_one_listener_ecdsa_first() {
+    let _lock = support::shared();
     let gw = dual_cert_gateway("ecdsa-p256", "rsa2048");
     for version in ["-tls1_2", "-tls1_3"] {
         let out = handshake(&gw, &[version, "-sigalgs", RSA_ONLY]);
@@ -214,6 +217,7 @@ admin:
 
 #[test]
 fn sni_selects_filter_chain() {
+    let _lock = support::shared();
     let gw = Gateway::start(SNI_TEMPLATE, &["--concurrency", "2"]);
     let port = gw.port;
     let other_ca = cert("other.cert.pem");
@@ -268,6 +272,7 @@ fn mtls_template() -> String {
 
 #[test]
 fn mtls_requires_a_trusted_client_certificate() {
+    let _lock = support::shared();
     let gw = Gateway::start(&mtls_template(), &["--concurrency", "2"]);
     let scope = gw.scope("127.0.0.1");
     let ca = cert("rsa2048.cert.pem");
@@ -331,6 +336,7 @@ fn mtls_requires_a_trusted_client_certificate() {
 
 #[test]
 fn mtls_failure_reasons_are_counted() {
+    let _lock = support::shared();
     let gw = Gateway::start(&mtls_template(), &["--concurrency", "1"]);
     let scope = gw.scope("127.0.0.1");
     let ca = cert("rsa2048.cert.pem");

@@ -1,21 +1,20 @@
 //! `--handshake-priority idle`: each worker handshakes on a `SCHED_IDLE` companion thread and
 //! hands established connections to its serving thread. The data path behaves as in the
 //! default mode (HTTP/1.1, HTTP/2, a provider key under load, tcp_proxy, drain); the latency
-//! benefit is measured in reliability_faults.rs. Every other suite can be rerun in this mode
-//! with `QS_TEST_HANDSHAKE_PRIORITY=idle`.
+//! benefit is measured in the reliability_faults module. Every other module can be rerun in this
+//! mode with `QS_TEST_HANDSHAKE_PRIORITY=idle`.
 //!
 //! Positive control: the scheduling-policy check reads the default mode's threads and finds no
 //! idle-class thread there.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use support::providers::{provider_cert, BATCHING};
-use support::tls_client::{closed_loop, connector, ClientOpts};
-use support::upstreams::{tcp_proxy_config, Upstream};
-use support::*;
+use crate::support;
+use crate::support::providers::{provider_cert, BATCHING};
+use crate::support::tls_client::{closed_loop, connector, ClientOpts};
+use crate::support::upstreams::{tcp_proxy_config, Upstream};
+use crate::support::*;
 
 const IDLE: &[&str] = &["--handshake-priority", "idle", "--concurrency", "2"];
 
@@ -44,6 +43,7 @@ const SCHED_IDLE: u32 = 5;
 
 #[test]
 fn handshake_threads_are_idle_class_and_workers_are_not() {
+    let _lock = support::exclusive();
     let gw = Gateway::start(
         &direct_response_config(&plain_cert("rsa2048"), "", ""),
         IDLE,
@@ -74,6 +74,7 @@ fn handshake_threads_are_idle_class_and_workers_are_not() {
 
 #[test]
 fn http1_and_http2_are_served_after_the_hand_off() {
+    let _lock = support::exclusive();
     let gw = Gateway::start(
         &direct_response_config(&plain_cert("rsa2048"), "", ""),
         IDLE,
@@ -105,6 +106,7 @@ fn http1_and_http2_are_served_after_the_hand_off() {
 
 #[test]
 fn a_provider_key_under_load_loses_nothing() {
+    let _lock = support::exclusive();
     let certs = provider_cert(
         "rsa2048",
         "quickshake.batching",
@@ -127,6 +129,7 @@ fn a_provider_key_under_load_loses_nothing() {
 
 #[test]
 fn tcp_proxy_is_served_after_the_hand_off() {
+    let _lock = support::exclusive();
     let echo = Upstream::tcp_echo();
     let template = tcp_proxy_config("", echo.port);
     let gw = Gateway::start(&template, IDLE);
@@ -144,6 +147,7 @@ fn tcp_proxy_is_served_after_the_hand_off() {
 
 #[test]
 fn sigterm_drains_and_exits_zero() {
+    let _lock = support::exclusive();
     let mut gw = Gateway::start(
         &direct_response_config(&plain_cert("rsa2048"), "", ""),
         &[

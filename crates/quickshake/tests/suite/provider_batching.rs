@@ -1,20 +1,12 @@
 //! Batching semantics of private key providers, with real handshakes: Envoy's timer (a batch
 //! of 8 goes at once, a partial batch waits `poll_delay`) and quickshake's adaptive mode.
 
-mod support;
-
 use std::time::Duration;
 
-use support::providers::{batching_cert, mean_batch, provider_counter, queue_sizes};
-use support::tls_client::{closed_loop, concurrent, handshake, ClientOpts};
-use support::{direct_response_config, Gateway};
-
-/// These tests measure time: run them one at a time, whatever `--test-threads` says.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::support;
+use crate::support::providers::{batching_cert, mean_batch, provider_counter, queue_sizes};
+use crate::support::tls_client::{closed_loop, concurrent, handshake, ClientOpts};
+use crate::support::{direct_response_config, Gateway};
 
 fn timer_gateway() -> Gateway {
     let cert = batching_cert(
@@ -33,7 +25,7 @@ fn timer_gateway() -> Gateway {
 
 #[test]
 fn timer_full_batch_goes_at_once() {
-    let _serial = serial();
+    let _lock = support::exclusive();
     let gw = timer_gateway();
     let results = concurrent(gw.port, 8, &ClientOpts::default());
     for r in &results {
@@ -54,7 +46,7 @@ fn timer_full_batch_goes_at_once() {
 
 #[test]
 fn timer_partial_batch_waits_poll_delay() {
-    let _serial = serial();
+    let _lock = support::exclusive();
     let gw = timer_gateway();
     let results = concurrent(gw.port, 3, &ClientOpts::default());
     for r in &results {
@@ -94,7 +86,7 @@ fn adaptive_gateway() -> Gateway {
 
 #[test]
 fn adaptive_lone_handshake_does_not_wait() {
-    let _serial = serial();
+    let _lock = support::exclusive();
     let gw = adaptive_gateway();
     // Warm up once (first connection pays for lazy set-up), then measure.
     handshake(gw.port, &ClientOpts::default()).expect("warm-up");
@@ -110,7 +102,7 @@ fn adaptive_lone_handshake_does_not_wait() {
 
 #[test]
 fn adaptive_batches_fill_under_load() {
-    let _serial = serial();
+    let _lock = support::exclusive();
     let gw = adaptive_gateway();
     // 32 concurrent closed-loop clients.
     let done = closed_loop(gw.port, 32, Duration::from_secs(2), &ClientOpts::default())

@@ -2,11 +2,10 @@
 //! RSA-PSS (TLS 1.3), RSA PKCS#1 (TLS 1.2 ECDHE-RSA), RSA decryption (TLS 1.2 RSA key
 //! exchange) and ECDSA P-256, with real clients, counted by the provider's stats.
 
-mod support;
-
-use support::providers::{batching_cert, provider_counter};
-use support::tls_client::{handshake, ClientOpts};
-use support::{direct_response_config, Gateway};
+use crate::support;
+use crate::support::providers::{batching_cert, provider_counter};
+use crate::support::tls_client::{handshake, ClientOpts};
+use crate::support::{direct_response_config, Gateway};
 
 const TLS12_CIPHERS: &str = "            tls_params:\n              cipher_suites: [ECDHE-ECDSA-AES128-GCM-SHA256, ECDHE-RSA-AES128-GCM-SHA256, AES128-GCM-SHA256]\n";
 
@@ -50,6 +49,7 @@ fn ok(gw: &Gateway, opts: ClientOpts, what: &str) {
 
 #[test]
 fn every_operation_on_every_engine() {
+    let _lock = support::shared();
     for engine in engines() {
         let engine = engine.as_str();
         let gw = gateway(engine, "rsa2048");
@@ -120,6 +120,7 @@ fn every_operation_on_every_engine() {
 
 #[test]
 fn every_rsa_size_on_every_engine() {
+    let _lock = support::shared();
     for engine in engines() {
         let engine = engine.as_str();
         for bits in ["rsa1024", "rsa3072", "rsa4096"] {

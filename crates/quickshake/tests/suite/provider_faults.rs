@@ -2,13 +2,12 @@
 //! engine errors and panics fail only their handshake (or fall back), clients that leave while
 //! their operation is queued leave nothing behind, and nothing hangs.
 
-mod support;
-
 use std::time::Duration;
 
-use support::providers::{batching_cert, provider_cert, provider_counter, BATCHING};
-use support::tls_client::{connector, handshake, handshake_with, ClientOpts};
-use support::{direct_response_config, eventually, Gateway};
+use crate::support;
+use crate::support::providers::{batching_cert, provider_cert, provider_counter, BATCHING};
+use crate::support::tls_client::{connector, handshake, handshake_with, ClientOpts};
+use crate::support::{direct_response_config, eventually, Gateway};
 
 fn fault_gateway(fault: &str, fallback: Option<bool>) -> Gateway {
     let fields = [
@@ -42,6 +41,7 @@ fn sequential(gw: &Gateway, n: usize) -> (usize, usize) {
 
 #[test]
 fn wrong_results_are_caught_and_redone() {
+    let _lock = support::shared();
     let gw = fault_gateway("{ corrupt_every: 1 }", None);
     assert_eq!(sequential(&gw, 4), (4, 0), "{}", gw.log_text());
     assert_eq!(provider_counter(&gw, "verify_failed"), 4);
@@ -56,6 +56,7 @@ fn wrong_results_are_caught_and_redone() {
 
 #[test]
 fn engine_errors_fail_only_their_handshake() {
+    let _lock = support::shared();
     let gw = fault_gateway("{ error_every: 2 }", Some(false));
     assert_eq!(sequential(&gw, 6), (3, 3));
     assert_eq!(provider_counter(&gw, "engine_error"), 3);
@@ -66,6 +67,7 @@ fn engine_errors_fail_only_their_handshake() {
 
 #[test]
 fn engine_errors_fall_back_when_configured() {
+    let _lock = support::shared();
     let gw = fault_gateway("{ error_every: 1 }", Some(true));
     assert_eq!(sequential(&gw, 4), (4, 0));
     assert_eq!(provider_counter(&gw, "engine_error"), 4);
@@ -74,6 +76,7 @@ fn engine_errors_fall_back_when_configured() {
 
 #[test]
 fn engine_panics_are_contained() {
+    let _lock = support::shared();
     let gw = fault_gateway("{ panic_every: 1 }", Some(false));
     assert_eq!(sequential(&gw, 3), (0, 3));
     assert_eq!(provider_counter(&gw, "engine_error"), 3);
@@ -83,6 +86,7 @@ fn engine_panics_are_contained() {
 
 #[test]
 fn client_leaving_while_queued_leaves_nothing_behind() {
+    let _lock = support::shared();
     let cert = batching_cert(
         "rsa2048",
         &[

@@ -2,16 +2,15 @@
 //! through an accelerated engine where one exists, and where none exists (or all are hidden)
 //! it refuses to start with a reason, starts with `fallback: true`, and `doctor` explains it.
 
-mod support;
-
-use support::providers::{auto_engine, provider_counter};
+use crate::support;
+use crate::support::providers::{auto_engine, provider_counter};
 
 /// The engine Envoy's cryptomb provider gets here: the first usable accelerated engine in the
 /// committed order (crypto_mb on IFMA CPUs, our avx2 engine on AVX2-only CPUs), if any.
 fn best_engine() -> Option<String> {
     auto_engine()
 }
-use support::{start_expect_failure, testdata, Gateway};
+use crate::support::{start_expect_failure, testdata, Gateway};
 
 fn seed(fallback: bool) -> String {
     let text =
@@ -33,6 +32,7 @@ fn seed(fallback: bool) -> String {
 
 #[test]
 fn seed_runs_through_the_accelerated_engine() {
+    let _lock = support::shared();
     let Some(engine) = best_engine() else {
         eprintln!("no accelerated engine on this machine: covered by the hidden-engine tests");
         return;
@@ -59,6 +59,7 @@ fn seed_runs_through_the_accelerated_engine() {
 
 #[test]
 fn without_an_engine_it_refuses_to_start_and_says_why() {
+    let _lock = support::shared();
     let (code, stderr) =
         start_expect_failure(&seed(false), &[], &[("QUICKSHAKE_HIDE_ENGINES", "all")]);
     assert_ne!(code, 0);
@@ -69,6 +70,7 @@ fn without_an_engine_it_refuses_to_start_and_says_why() {
 
 #[test]
 fn without_an_engine_fallback_uses_the_key_in_process() {
+    let _lock = support::shared();
     let gw = Gateway::start_with_env(
         &seed(true),
         &["--concurrency", "1"],
@@ -90,6 +92,7 @@ fn without_an_engine_fallback_uses_the_key_in_process() {
 
 #[test]
 fn doctor_explains_the_engine_choice() {
+    let _lock = support::shared();
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("seed.yaml");
     std::fs::write(

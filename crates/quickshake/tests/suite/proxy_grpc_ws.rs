@@ -1,8 +1,6 @@
 //! gRPC (HTTP/2 end to end, trailers included) and WebSocket upgrades through the gateway, to
 //! real upstream servers.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -12,11 +10,13 @@ use bytes::Bytes;
 use http::{HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use support::upstreams::{
+
+use crate::support;
+use crate::support::upstreams::{
     cluster, grpc_frame, grpc_messages, proxy_config, route, websocket_accept, Upstream,
     HTTP2_UPSTREAM,
 };
-use support::{cert, Gateway};
+use crate::support::{cert, Gateway};
 
 const ARGS: &[&str] = &["--concurrency", "1"];
 
@@ -92,6 +92,7 @@ fn grpc_calls(port: u16, path: &str, msgs: &[&[u8]]) -> Vec<GrpcReply> {
 
 #[test]
 fn grpc_unary_call_passes_messages_and_trailers() {
+    let _lock = support::shared();
     let up = Upstream::grpc();
     let gw = grpc_gateway(&up);
     let replies = grpc_calls(gw.port, "/echo.Echo/Say", &[b"hello", b"", &[7u8; 3000]]);
@@ -138,6 +139,7 @@ fn grpc_unary_call_passes_messages_and_trailers() {
 
 #[test]
 fn grpc_te_trailers_reaches_the_upstream() {
+    let _lock = support::shared();
     let up = Upstream::grpc();
     let gw = grpc_gateway(&up);
     let replies = grpc_calls(gw.port, "/echo.Echo/Say", &[b"te"]);
@@ -213,6 +215,7 @@ fn upgrade_request(port: u16, path: &str) -> String {
 
 #[test]
 fn websocket_upgrade_then_bytes_echo_both_ways() {
+    let _lock = support::shared();
     // The RFC 6455 example.
     assert_eq!(websocket_accept(KEY), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
     let up = Upstream::websocket();
@@ -268,6 +271,7 @@ fn websocket_upgrade_then_bytes_echo_both_ways() {
 
 #[test]
 fn websocket_upgrade_is_not_forwarded_without_upgrade_configs() {
+    let _lock = support::shared();
     let up = Upstream::websocket();
     let gw = ws_gateway(&up, false);
     let mut tls = tls_connect(gw.port);

@@ -3,14 +3,13 @@
 //! the upstream is down, 504 on a route timeout), retries, circuit breakers, redirects and
 //! upstream TLS (SNI and certificate verification).
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::upstreams::{
+use crate::support;
+use crate::support::upstreams::{
     cluster, cluster_of, fetch, proxy_config, route, HttpOpts, Upstream, HTTP2_UPSTREAM,
 };
-use support::{eventually, free_port, Gateway};
+use crate::support::{eventually, free_port, Gateway};
 
 const ARGS: &[&str] = &["--concurrency", "1"];
 
@@ -35,6 +34,7 @@ fn is_uuid(s: &str) -> bool {
 
 #[test]
 fn static_cluster_rewrites_prefix_and_adds_forwarding_headers() {
+    let _lock = support::shared();
     let up = Upstream::http(HttpOpts::default());
     let cfg = proxy_config(
         "",
@@ -97,6 +97,7 @@ fn static_cluster_rewrites_prefix_and_adds_forwarding_headers() {
 
 #[test]
 fn without_use_remote_address_xff_is_not_appended() {
+    let _lock = support::shared();
     let up = Upstream::http(HttpOpts::default());
     let gw = Gateway::start(&simple("backend", up.port, "", ""), ARGS);
     let r = fetch(&["--http1.1"], &gw.url("/a"));
@@ -107,6 +108,7 @@ fn without_use_remote_address_xff_is_not_appended() {
 
 #[test]
 fn strict_and_logical_dns_clusters_resolve_localhost() {
+    let _lock = support::shared();
     let up = Upstream::http(HttpOpts::default());
     let routes = [
         route("/strict", "strict", ""),
@@ -146,6 +148,7 @@ fn strict_and_logical_dns_clusters_resolve_localhost() {
 
 #[test]
 fn http2_upstream_with_http2_downstream() {
+    let _lock = support::shared();
     let up = Upstream::h2c(HttpOpts::default());
     let gw = Gateway::start(&simple("h2", up.port, "", HTTP2_UPSTREAM), ARGS);
     for i in 0..3 {
@@ -168,6 +171,7 @@ fn http2_upstream_with_http2_downstream() {
 
 #[test]
 fn http1_upstream_connections_are_kept_alive_and_pooled() {
+    let _lock = support::shared();
     let up = Upstream::http(HttpOpts::default());
     let gw = Gateway::start(&simple("pooled", up.port, "", ""), ARGS);
     for i in 0..10 {
@@ -187,6 +191,7 @@ fn http1_upstream_connections_are_kept_alive_and_pooled() {
 
 #[test]
 fn upstream_down_is_503_with_a_body() {
+    let _lock = support::shared();
     let closed = free_port();
     let gw = Gateway::start(&simple("down", closed, "", ""), ARGS);
     let started = Instant::now();
@@ -209,6 +214,7 @@ fn upstream_down_is_503_with_a_body() {
 
 #[test]
 fn route_timeout_is_504() {
+    let _lock = support::exclusive();
     let up = Upstream::http(HttpOpts::delay(Duration::from_secs(1)));
     let gw = Gateway::start(
         &simple("slow", up.port, "                  timeout: 0.2s", ""),
@@ -232,6 +238,7 @@ fn route_timeout_is_504() {
 
 #[test]
 fn retries_on_5xx_until_success() {
+    let _lock = support::shared();
     let up = Upstream::http(HttpOpts::statuses(&[503, 503]));
     let policy = "                  retry_policy: { retry_on: 5xx, num_retries: 2 }";
     let gw = Gateway::start(&simple("flaky", up.port, policy, ""), ARGS);
@@ -249,6 +256,7 @@ fn retries_on_5xx_until_success() {
 
 #[test]
 fn retries_exhausted_returns_the_last_503() {
+    let _lock = support::shared();
     let up = Upstream::http(HttpOpts::statuses(&[503; 10]));
     let policy = "                  retry_policy: { retry_on: 5xx, num_retries: 1 }";
     let gw = Gateway::start(&simple("broken", up.port, policy, ""), ARGS);
@@ -262,6 +270,7 @@ fn retries_exhausted_returns_the_last_503() {
 
 #[test]
 fn circuit_breaker_max_requests_overflows_with_503() {
+    let _lock = support::exclusive();
     let up = Upstream::http(HttpOpts::delay(Duration::from_secs(1)));
     let breakers =
         "    circuit_breakers:\n      thresholds:\n      - { priority: DEFAULT, max_requests: 1 }";
@@ -295,6 +304,7 @@ fn circuit_breaker_max_requests_overflows_with_503() {
 
 #[test]
 fn plaintext_listener_redirects_to_https() {
+    let _lock = support::shared();
     let up = Upstream::http(HttpOpts::default());
     let plain = r#"  - name: plain
     address: { socket_address: { address: 127.0.0.1, port_value: {{PORT2}} } }
@@ -358,6 +368,7 @@ fn tls_cluster(name: &str, port: u16, ca: &str) -> String {
 
 #[test]
 fn upstream_tls_sends_sni_and_verifies_the_server() {
+    let _lock = support::shared();
     let up = Upstream::tls_http(HttpOpts::default());
     let cfg = proxy_config(
         "",
@@ -383,6 +394,7 @@ fn upstream_tls_sends_sni_and_verifies_the_server() {
 
 #[test]
 fn upstream_tls_with_the_wrong_ca_is_503() {
+    let _lock = support::shared();
     let up = Upstream::tls_http(HttpOpts::default());
     let cfg = proxy_config(
         "",
@@ -410,6 +422,7 @@ fn upstream_tls_with_the_wrong_ca_is_503() {
 
 #[test]
 fn http2_downstream_to_http1_upstream_sends_origin_form_and_host() {
+    let _lock = support::shared();
     let up = Upstream::http(HttpOpts::default());
     let gw = Gateway::start(&simple("h1", up.port, "", ""), ARGS);
     let r = fetch(&["--http2"], &gw.url("/mixed?q=1"));
@@ -430,6 +443,7 @@ fn http2_downstream_to_http1_upstream_sends_origin_form_and_host() {
 
 #[test]
 fn large_bodies_stream_both_ways() {
+    let _lock = support::shared();
     let up = Upstream::http(HttpOpts::default());
     let gw = Gateway::start(&simple("big", up.port, "", ""), ARGS);
     let body = gw.dir.path().join("body.bin");
@@ -447,6 +461,7 @@ fn large_bodies_stream_both_ways() {
 
 #[test]
 fn large_body_on_a_retrying_route_is_forwarded_once() {
+    let _lock = support::shared();
     let up = Upstream::http(HttpOpts::default());
     let policy = "                  retry_policy: { retry_on: 5xx, num_retries: 2 }";
     let gw = Gateway::start(&simple("retrying", up.port, policy, ""), ARGS);
@@ -468,6 +483,7 @@ fn large_body_on_a_retrying_route_is_forwarded_once() {
 
 #[test]
 fn access_log_names_the_upstream_host() {
+    let _lock = support::shared();
     let up = Upstream::http(HttpOpts::default());
     let log = r#"          access_log:
           - name: envoy.access_loggers.file
@@ -499,6 +515,7 @@ fn access_log_names_the_upstream_host() {
 
 #[test]
 fn round_robin_spreads_requests_over_endpoints() {
+    let _lock = support::shared();
     let (a, b) = (
         Upstream::http(HttpOpts::default()),
         Upstream::http(HttpOpts::default()),
@@ -529,6 +546,7 @@ fn round_robin_spreads_requests_over_endpoints() {
 
 #[test]
 fn connect_failure_is_retried_on_another_endpoint() {
+    let _lock = support::shared();
     let up = Upstream::http(HttpOpts::default());
     let dead = free_port();
     let cfg = proxy_config(
@@ -559,6 +577,7 @@ fn connect_failure_is_retried_on_another_endpoint() {
 
 #[test]
 fn upstream_closing_connections_does_not_fail_requests() {
+    let _lock = support::shared();
     // Connection: close on every response.
     let up = Upstream::http(HttpOpts {
         no_keep_alive: true,

@@ -2,15 +2,17 @@
 //! the client address it carries reaches the access log and `x-forwarded-for`; a malformed
 //! header ends only that connection.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
 use boring::ssl::{SslConnector, SslMethod, SslStream};
-use support::upstreams::{cluster, proxy_config, route, tcp_proxy_config, HttpOpts, Upstream};
-use support::{cert, eventually, Gateway};
+
+use crate::support;
+use crate::support::upstreams::{
+    cluster, proxy_config, route, tcp_proxy_config, HttpOpts, Upstream,
+};
+use crate::support::{cert, eventually, Gateway};
 
 const ARGS: &[&str] = &["--concurrency", "1"];
 
@@ -52,6 +54,7 @@ fn echo_round_trip(tls: &mut SslStream<TcpStream>, msg: &[u8]) {
 
 #[test]
 fn tcp_proxy_terminates_tls_in_front_of_an_echo_server() {
+    let _lock = support::shared();
     let echo = Upstream::tcp_echo();
     let gw = Gateway::start(&tcp_proxy_config("", echo.port), ARGS);
     for i in 0..2u8 {
@@ -73,6 +76,7 @@ fn tcp_proxy_terminates_tls_in_front_of_an_echo_server() {
 
 #[test]
 fn tcp_proxy_with_the_upstream_down_closes_the_connection() {
+    let _lock = support::shared();
     let closed = support::free_port();
     let gw = Gateway::start(&tcp_proxy_config("", closed), ARGS);
     let mut tls = tls_after(gw.port, b"").expect("the handshake is the gateway's");
@@ -176,6 +180,7 @@ fn access_log_lines(gw: &Gateway, n: usize) -> Vec<String> {
 
 #[test]
 fn proxy_protocol_v1_carries_the_client_address() {
+    let _lock = support::shared();
     let up = Upstream::http(HttpOpts::default());
     let gw = proxied_http_gateway(&up);
     let status = request_after(gw.port, &v1("203.0.113.7", 51234, gw.port), "/v1")
@@ -202,6 +207,7 @@ fn proxy_protocol_v1_carries_the_client_address() {
 
 #[test]
 fn proxy_protocol_v2_carries_the_client_address() {
+    let _lock = support::shared();
     let up = Upstream::http(HttpOpts::default());
     let gw = proxied_http_gateway(&up);
     let dst = format!("127.0.0.1:{}", gw.port).parse().expect("addr");
@@ -239,6 +245,7 @@ fn proxy_protocol_v2_carries_the_client_address() {
 
 #[test]
 fn malformed_proxy_header_closes_only_that_connection() {
+    let _lock = support::shared();
     let up = Upstream::http(HttpOpts::default());
     let gw = proxied_http_gateway(&up);
     let scope = gw.scope("127.0.0.1");
@@ -301,6 +308,7 @@ fn malformed_proxy_header_closes_only_that_connection() {
 
 #[test]
 fn proxy_protocol_in_front_of_tcp_proxy() {
+    let _lock = support::shared();
     let echo = Upstream::tcp_echo();
     let gw = Gateway::start(&tcp_proxy_config(PROXY_PROTOCOL, echo.port), ARGS);
     let dst = format!("127.0.0.1:{}", gw.port).parse().expect("addr");
@@ -319,6 +327,7 @@ fn proxy_protocol_in_front_of_tcp_proxy() {
 
 #[test]
 fn access_log_sees_the_headers_the_gateway_set() {
+    let _lock = support::shared();
     let up = Upstream::http(HttpOpts::default());
     let hcm = r#"          use_remote_address: true
           access_log:

@@ -7,25 +7,17 @@
 //! and the latency criterion applied to the inline key in the same storm flags it (the harness
 //! can see a worker blocked by handshakes). See docs/reliability.md.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use boring::ssl::SslStream;
-use support::providers::{provider_cert, provider_counter, BATCHING};
-use support::tls_client::{closed_loop, connector, handshake_with, ClientOpts};
-use support::*;
 
-/// The tests of this file run one at a time: the latency test needs a quiet machine.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::support;
+use crate::support::providers::{provider_cert, provider_counter, BATCHING};
+use crate::support::tls_client::{closed_loop, connector, handshake_with, ClientOpts};
+use crate::support::*;
 
 /// The log line of a provider problem (`log_once` in crates/keyprovider/src/provider.rs).
 const BURST_MARK: &str = "further reports within a minute are counted, not logged";
@@ -80,7 +72,7 @@ fn report(gw: &Gateway, what: &str, ok: usize, failed: usize) {
 
 #[test]
 fn engine_errors_are_contained_counted_and_logged_once() {
-    let _s = serial();
+    let _lock = support::shared();
     let gw = fault_gateway("{ error_every: 2 }", Some(false));
     let (ok, failed, _) = sequential(&gw, 20, &ClientOpts::default());
     report(&gw, "error_every: 2", ok, failed);
@@ -94,7 +86,7 @@ fn engine_errors_are_contained_counted_and_logged_once() {
 
 #[test]
 fn wrong_results_are_caught_counted_and_logged_once() {
-    let _s = serial();
+    let _lock = support::shared();
     let gw = fault_gateway("{ corrupt_every: 1 }", None);
     let (ok, failed, _) = sequential(&gw, 20, &ClientOpts::default());
     report(&gw, "corrupt_every: 1", ok, failed);
@@ -107,7 +99,7 @@ fn wrong_results_are_caught_counted_and_logged_once() {
 
 #[test]
 fn engine_panics_are_contained_counted_and_logged_once() {
-    let _s = serial();
+    let _lock = support::shared();
     let gw = fault_gateway("{ panic_every: 2 }", Some(false));
     let (ok, failed, _) = sequential(&gw, 20, &ClientOpts::default());
     report(&gw, "panic_every: 2", ok, failed);
@@ -122,7 +114,7 @@ fn engine_panics_are_contained_counted_and_logged_once() {
 
 #[test]
 fn slow_engine_only_slows_its_handshakes() {
-    let _s = serial();
+    let _lock = support::shared();
     let gw = fault_gateway("{ delay: 50ms }", None);
     let (ok, failed, slowest) = sequential(&gw, 20, &ClientOpts::default());
     report(&gw, "delay: 50ms", ok, failed);
@@ -139,7 +131,7 @@ fn slow_engine_only_slows_its_handshakes() {
 /// two.
 #[test]
 fn burst_counter_sees_one_line_per_provider() {
-    let _s = serial();
+    let _lock = support::shared();
     let certs = format!(
         "{}{}",
         fault_cert("rsa2048", "{ error_every: 1 }", Some(false)),
@@ -452,7 +444,7 @@ fn software_engine() -> String {
 /// (the default), which is also the positive control of the offload criterion.
 #[test]
 fn keepalive_requests_keep_flowing_while_handshakes_wait_in_a_provider() {
-    let _s = serial();
+    let _lock = support::exclusive();
     // One retry of the whole comparison: this 2-core machine is shared (other builds and fuzzers
     // run beside CI) and one scheduling hiccup moves a 500-sample p99. A real regression (a
     // worker blocked by its handshakes) fails both runs: compare the inline key, ~20-35 ms.
@@ -517,7 +509,7 @@ fn compare_engines() -> Result<(), String> {
 /// (storm p99 1.9–8.6 ms).
 #[test]
 fn keepalive_p99_with_an_offloaded_engine_within_twice_idle() {
-    let _s = serial();
+    let _lock = support::exclusive();
     // Timing on a shared 2-core machine: one re-measurement before judging (reported either way).
     let mut slow = keepalive_under_storm(&slow_engine(), Sched::IdleHandshakes);
     print(
@@ -544,7 +536,7 @@ fn keepalive_p99_with_an_offloaded_engine_within_twice_idle() {
 /// default) it is ~15 ms.
 #[test]
 fn keepalive_p99_with_the_software_engine_within_one_batch_of_idle() {
-    let _s = serial();
+    let _lock = support::exclusive();
     for (sched, what) in [
         (Sched::BatchThread, "software engine, batch thread"),
         (
@@ -573,7 +565,7 @@ fn keepalive_p99_with_the_software_engine_within_one_batch_of_idle() {
 #[test]
 #[ignore = "report only: run with --ignored --nocapture"]
 fn report_inline_key_with_idle_class_handshakes() {
-    let _s = serial();
+    let _lock = support::exclusive();
     let inline = keepalive_under_storm(&plain_cert("rsa2048"), Sched::IdleHandshakes);
     print("inline key, idle-class handshakes", &inline);
 }

@@ -8,15 +8,15 @@
 //! requests is counted as two, a normal header size is accepted, a completed handshake is not
 //! closed at the handshake timeout). See docs/reliability.md.
 
-mod support;
-
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use boring::ssl::SslStream;
-use support::tls_client::{connector, ClientOpts};
-use support::*;
+
+use crate::support;
+use crate::support::tls_client::{connector, ClientOpts};
+use crate::support::*;
 
 /// One TLS listener (direct response 200), handshake timeout 1 s, `max_request_headers_kb: 8`.
 fn hostile_config() -> String {
@@ -136,6 +136,7 @@ fn hostile_case(gw: &Gateway, what: &str, bytes: &[u8]) -> bool {
 
 #[test]
 fn hostile_bytes_and_client_hellos_hurt_only_themselves() {
+    let _lock = support::shared();
     let hello = support::capture_client_hello();
     let gw = Gateway::start(&hostile_config(), &["--concurrency", "2"]);
     curl_ok(&gw);
@@ -218,6 +219,7 @@ fn hostile_bytes_and_client_hellos_hurt_only_themselves() {
 
 #[test]
 fn slowloris_client_hello_is_closed_at_the_handshake_timeout() {
+    let _lock = support::exclusive();
     let hello = support::capture_client_hello();
     let gw = Gateway::start(&hostile_config(), &["--concurrency", "1"]);
     let c = connector(&ClientOpts::default()).expect("connector");
@@ -305,6 +307,7 @@ fn raw_exchange(gw: &Gateway, raw: &[u8]) -> (Vec<u16>, bool, u64) {
 
 #[test]
 fn request_smuggling_attempts_are_rejected_not_split() {
+    let _lock = support::shared();
     let gw = Gateway::start(&hostile_config(), &["--concurrency", "2"]);
 
     // Positive control: two honest pipelined requests ARE two requests, two responses; the
@@ -372,6 +375,7 @@ fn request_smuggling_attempts_are_rejected_not_split() {
 
 #[test]
 fn oversized_headers_are_refused_and_counted() {
+    let _lock = support::shared();
     let gw = Gateway::start(&hostile_config(), &["--concurrency", "1"]);
     let rq4xx = "http.ingress_http.downstream_rq_4xx";
 
@@ -437,6 +441,7 @@ fn oversized_headers_are_refused_and_counted() {
 /// request reaches `handle_request`, and `serve_connection`'s error is dropped.
 #[test]
 fn refused_requests_are_counted() {
+    let _lock = support::shared();
     let gw = Gateway::start(&hostile_config(), &["--concurrency", "1"]);
     let http = "http.ingress_http.";
     let counted = |gw: &Gateway| {

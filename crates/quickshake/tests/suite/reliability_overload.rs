@@ -6,16 +6,16 @@
 //! refused; after the drain a further request on the drained connection gets no response.
 //! See docs/reliability.md.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use boring::ssl::SslStream;
-use support::tls_client::{connector, ClientOpts};
-use support::*;
+
+use crate::support;
+use crate::support::tls_client::{connector, ClientOpts};
+use crate::support::*;
 
 const LIMIT: &str = r#"overload_manager:
   resource_monitors:
@@ -55,6 +55,7 @@ fn refused_within(port: u16, within: Duration) -> Option<Duration> {
 
 #[test]
 fn at_the_connection_limit_new_connections_are_refused_fast() {
+    let _lock = support::exclusive();
     let gw = Gateway::start(&format!("{}{LIMIT}", base()), &["--concurrency", "2"]);
     let scope = gw.scope("127.0.0.1");
     let active = format!("{scope}downstream_cx_active");
@@ -108,6 +109,7 @@ const BIG: usize = 16 << 20;
 
 #[test]
 fn sigterm_drains_in_flight_requests_and_exits_zero() {
+    let _lock = support::shared();
     let template = base().replace(
         "inline_string: \"hello from quickshake\"",
         &format!("inline_string: \"{}\"", "x".repeat(BIG)),

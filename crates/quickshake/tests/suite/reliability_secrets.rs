@@ -7,14 +7,13 @@
 //! Positive controls: the scanner flags the key in each form it searches for, and flags the
 //! access log of a gateway configured to print one line of the key. See docs/reliability.md.
 
-mod support;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-use support::providers::{batching_cert, provider_cert, BATCHING};
-use support::*;
+use crate::support;
+use crate::support::providers::{batching_cert, provider_cert, BATCHING};
+use crate::support::*;
 
 /// Everything of one key that must never be printed.
 struct Secrets {
@@ -134,6 +133,7 @@ fn rsa_key() -> std::path::PathBuf {
 /// Positive controls: the scanner flags every form it looks for.
 #[test]
 fn scanner_flags_the_key_in_every_form() {
+    let _lock = support::shared();
     let key = rsa_key();
     let s = secrets_of(&key);
     let pem = std::fs::read_to_string(&key).expect("key");
@@ -233,6 +233,7 @@ fn inline_key_yaml() -> String {
 
 #[test]
 fn running_gateway_never_shows_the_key() {
+    let _lock = support::shared();
     let s = secrets_of(&rsa_key());
     let inline = inline_key_yaml();
     let configs = [
@@ -273,6 +274,7 @@ fn running_gateway_never_shows_the_key() {
 /// line of the key is flagged.
 #[test]
 fn scanner_flags_a_key_line_the_gateway_prints() {
+    let _lock = support::shared();
     let s = secrets_of(&rsa_key());
     let line = &s.pem_lines[3];
     let template = direct_response_config(
@@ -299,6 +301,7 @@ fn scanner_flags_a_key_line_the_gateway_prints() {
 
 #[test]
 fn rejected_configurations_never_show_the_key() {
+    let _lock = support::shared();
     let s = secrets_of(&rsa_key());
     let dir = tempfile::tempdir().expect("tempdir");
     let pem = std::fs::read_to_string(rsa_key()).expect("key");
@@ -454,6 +457,7 @@ fn plain_entry() -> String {
 
 #[test]
 fn provider_key_readable_by_others_warns_through_symlinks() {
+    let _lock = support::shared();
     // Positive control first: a 0644 file reached through a symlink is flagged.
     let log = log_with_key(0o644, true, &provider_entry());
     assert!(log.contains(WARNING), "0644 through a symlink: {log}");
@@ -468,6 +472,7 @@ fn provider_key_readable_by_others_warns_through_symlinks() {
 
 #[test]
 fn plain_key_readable_by_others_warns_through_symlinks() {
+    let _lock = support::shared();
     let log = log_with_key(0o600, true, &plain_entry());
     assert!(!log.contains(WARNING), "0600 through a symlink: {log}");
     let log = log_with_key(0o644, true, &plain_entry());

@@ -9,16 +9,15 @@
 //! Positive control for the memory check: the same measurement flags a process that allocates
 //! and touches 30 MiB. See docs/reliability.md.
 
-mod support;
-
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::providers::{batching_cert, provider_counter};
-use support::*;
+use crate::support;
+use crate::support::providers::{batching_cert, provider_counter};
+use crate::support::*;
 
 const THREADS: usize = 32;
 const PER_THREAD: usize = 313; // 32 × 313 = 10,016 connections
@@ -182,6 +181,7 @@ fn storm_and_settle(gw: &Gateway, hello: &[u8], n: usize) -> u64 {
 
 #[test]
 fn handshake_storms_leave_nothing_behind() {
+    let _lock = support::exclusive();
     let hello = support::capture_client_hello();
     let cert = batching_cert(
         "rsa2048",
@@ -217,6 +217,7 @@ fn handshake_storms_leave_nothing_behind() {
 /// the two samples is flagged by `grew_too_much`, sampled the same way.
 #[test]
 fn memory_check_flags_a_growing_process() {
+    let _lock = support::shared();
     let script = "import sys,time\nprint('ready',flush=True)\nsys.stdin.readline()\n\
                   a=bytearray(30*1024*1024)\nfor i in range(0,len(a),4096): a[i]=1\n\
                   print('grown',flush=True)\ntime.sleep(20)\n";

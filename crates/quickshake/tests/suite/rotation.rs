@@ -3,16 +3,15 @@
 //! the new pair while the load generator runs and none fails; a corrupt replacement is rejected
 //! and the old pair keeps serving.
 
-mod support;
-
 use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use support::providers::batching_cert;
-use support::tls_client::peer_serial;
-use support::{bench_binary, cert, direct_response_config, eventually, Gateway};
+use crate::support;
+use crate::support::providers::batching_cert;
+use crate::support::tls_client::peer_serial;
+use crate::support::{bench_binary, cert, direct_response_config, eventually, Gateway};
 
 const ENV: [(&str, &str); 1] = [("QUICKSHAKE_RELOAD_INTERVAL_MS", "100")];
 
@@ -166,10 +165,12 @@ fn rotate_under_load(provider: bool) {
 
 #[test]
 fn rotating_a_plain_certificate_under_load() {
+    let _lock = support::shared();
     rotate_under_load(false);
 }
 
 #[test]
 fn rotating_a_provider_held_certificate_under_load() {
+    let _lock = support::shared();
     rotate_under_load(true);
 }

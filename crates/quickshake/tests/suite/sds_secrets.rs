@@ -2,10 +2,9 @@
 //! produces (a `private_key_provider` with `fallback: true` and the key copied into it) runs
 //! as written, for the CryptoMB and the QAT variants; a file change is picked up.
 
-mod support;
-
-use support::providers::provider_counter;
-use support::{render, testdata, Gateway};
+use crate::support;
+use crate::support::providers::provider_counter;
+use crate::support::{render, testdata, Gateway};
 
 fn listener_with_sds(secret_file: &str) -> String {
     let sds = format!(
@@ -31,6 +30,7 @@ fn start(variant: &str, env: &[(&str, &str)]) -> Gateway {
 
 #[test]
 fn seed_003_cryptomb_secret_runs() {
+    let _lock = support::shared();
     let gw = start("cryptomb", &[]);
     support::curl_ok(&gw);
     let (_, dump) = gw.admin_get("/config_dump");
@@ -43,6 +43,7 @@ fn seed_003_cryptomb_secret_runs() {
 
 #[test]
 fn seed_003_cryptomb_secret_without_engines_falls_back() {
+    let _lock = support::shared();
     let gw = start("cryptomb", &[("QUICKSHAKE_HIDE_ENGINES", "all")]);
     support::curl_ok(&gw);
     assert_eq!(provider_counter(&gw, "fallback"), 1);
@@ -50,6 +51,7 @@ fn seed_003_cryptomb_secret_without_engines_falls_back() {
 
 #[test]
 fn seed_003_qat_secret_runs_with_fallback() {
+    let _lock = support::shared();
     // No QAT device here: Envoy's behaviour with fallback: true is the in-process key.
     let gw = start("qat", &[]);
     support::curl_ok(&gw);
@@ -59,6 +61,7 @@ fn seed_003_qat_secret_runs_with_fallback() {
 
 #[test]
 fn qat_without_fallback_refuses_to_start_and_says_why() {
+    let _lock = support::shared();
     let text = std::fs::read_to_string(testdata("configs/seed-003-secret-qat.yaml"))
         .expect("fixture")
         .replace("      fallback: true\n", "");
@@ -76,6 +79,7 @@ fn qat_without_fallback_refuses_to_start_and_says_why() {
 
 #[test]
 fn missing_secret_name_is_a_clear_error() {
+    let _lock = support::shared();
     let dir = tempfile::tempdir().expect("tempdir");
     let secret = dir.path().join("secret.yaml");
     std::fs::write(&secret, "resources: []\n").expect("write");
@@ -90,6 +94,7 @@ fn missing_secret_name_is_a_clear_error() {
 
 #[test]
 fn a_changed_secret_file_is_picked_up() {
+    let _lock = support::shared();
     let text = std::fs::read_to_string(testdata("configs/seed-003-secret-cryptomb.yaml"))
         .expect("fixture");
     let dir = tempfile::tempdir().expect("tempdir").keep();

@@ -1,15 +1,14 @@
 //! HTTP/1.1 and h2c clusters against loopback hyper servers.
 
-mod common;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::*;
 use quickshake_stats::Store;
 use quickshake_upstream::{
     ClusterManager, ClusterSpec, Discovery, LbPolicy, OverflowKind, Protocol, UpstreamError,
 };
+
+use crate::common::*;
 
 fn counter(store: &Store, name: &str) -> u64 {
     store.counter_value(name).unwrap_or(0)

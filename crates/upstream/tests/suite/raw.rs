@@ -1,11 +1,10 @@
 //! `Cluster::connect`: raw streams for TCP proxying.
 
-mod common;
-
-use common::*;
 use quickshake_stats::Store;
 use quickshake_upstream::{ClusterManager, UpstreamError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::common::*;
 
 #[tokio::test]
 async fn echo_through_raw_stream() {

@@ -1,12 +1,11 @@
 //! Upstream TLS against a tokio-boring acceptor with the rsa2048 test certificate.
 
-mod common;
-
 use std::sync::atomic::Ordering;
 
-use common::*;
 use quickshake_stats::Store;
 use quickshake_upstream::{ClusterManager, UpstreamError, UpstreamTlsSpec};
+
+use crate::common::*;
 
 fn tls_spec(
     name: &str,

@@ -1,13 +1,12 @@
 //! One `ClusterManager` shared by several current-thread workers: each worker
 //! keeps its own pooled connections.
 
-mod common;
-
 use std::sync::atomic::Ordering;
 
-use common::*;
 use quickshake_stats::Store;
 use quickshake_upstream::ClusterManager;
+
+use crate::common::*;
 
 #[test]
 fn pool_per_worker() {

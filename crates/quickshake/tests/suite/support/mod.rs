@@ -1,6 +1,5 @@
 //! Test support: run the real `quickshake` binary on a config, talk to it with real clients
 //! (curl, `openssl s_client`, quickshake-bench), read its admin endpoint.
-#![allow(dead_code)]
 
 pub mod providers;
 pub mod tls_client;
@@ -11,7 +10,103 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------------------------------------
+// Who runs beside whom
+
+/// Every test of the suite starts with `let _lock = support::shared();` (or `exclusive()`), as
+/// its first statement, so that the guard is dropped last: after the test's gateways, upstreams
+/// and clients. `Gateway::start*` and `start_expect_failure` check that the thread holds one.
+///
+/// Why a lock: the suite used to be one test binary per file. Cargo ran the binaries one after
+/// another, so a test only ever ran beside tests of its own file (`--test-threads 2`), and the
+/// two files whose tests measure time (provider_batching, reliability_faults) ran those one at a
+/// time with a per-file mutex. In one binary any two tests of any modules run side by side, on
+/// CI's 2-core machine. A test whose verdict depends on a quiet machine takes the write side
+/// and runs alone; every other test takes the read side and runs beside any other, as before.
+///
+/// Exclusive, and why:
+/// * provider_batching (all): handshake times against `poll_delay` (< 20 ms, 150 ms, 200–400 ms)
+///   and mean batch sizes under load. These replace that file's mutex.
+/// * reliability_faults, the keep-alive latency tests: p50/p99 on a quiet machine, gateway and
+///   clients pinned to CPUs 0 and 1. They replace that file's mutex, which the fault tests
+///   took only so as not to run beside these.
+/// * handshake_priority (all): handshakes run on `SCHED_IDLE` threads, which get next to no CPU
+///   while any other test keeps the CPUs busy (a closed loop must complete 50 handshakes in 2 s).
+/// * reliability_storms' 10,000-connection storm: it saturates both CPUs for seconds, and it
+///   compares resident memory after two storms that must meet the same load.
+/// * sub-second windows that include a curl run, a handshake or a refusal, which a busy
+///   machine stretches: reliability_overload's refusal in < 50 ms, reliability_hostile's
+///   slowloris (curl < 700 ms, closed at 0.9–2.5 s), gateway_robustness's stalled ClientHello
+///   (curl < 900 ms) and silent clients (two curls before the 1 s handshake timeout),
+///   proxy_http's route timeout (504 in 150–900 ms) and circuit breaker (a second curl while
+///   the first request's 1 s upstream delay runs).
+///
+/// Every other test is light or has bounds of seconds (and the audits and load-generator tests
+/// already ran beside each other within their files).
+///
+/// One `RwLock` rather than per-file mutexes, because a quiet machine means no other test at
+/// all. std's RwLock on Linux lets no new reader in while a writer waits, so an exclusive test
+/// waits only for the tests already running. The guards are not reentrant: a test takes one,
+/// once (a second on the same thread panics here rather than deadlocking).
+static SUITE: RwLock<()> = RwLock::new(());
+
+thread_local! {
+    /// Whether this thread holds a [`SuiteLock`] (checked where gateways start).
+    static HELD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The guard of [`shared`] or [`exclusive`]; released on drop.
+pub struct SuiteLock {
+    _guard: Held,
+}
+
+enum Held {
+    Shared {
+        _guard: RwLockReadGuard<'static, ()>,
+    },
+    Exclusive {
+        _guard: RwLockWriteGuard<'static, ()>,
+    },
+}
+
+impl Drop for SuiteLock {
+    fn drop(&mut self) {
+        HELD.with(|h| h.set(false));
+    }
+}
+
+fn lock(take: impl FnOnce() -> Held) -> SuiteLock {
+    assert!(
+        !HELD.with(|h| h.replace(true)),
+        "this thread already holds the suite lock (take shared() or exclusive() once per test)"
+    );
+    SuiteLock { _guard: take() }
+}
+
+/// Run beside other tests (the read side of the suite lock). A test that panicked holding the
+/// lock does not stop the others: poisoning is ignored.
+pub fn shared() -> SuiteLock {
+    lock(|| Held::Shared {
+        _guard: SUITE.read().unwrap_or_else(PoisonError::into_inner),
+    })
+}
+
+/// Run alone in the suite (the write side of the suite lock).
+pub fn exclusive() -> SuiteLock {
+    lock(|| Held::Exclusive {
+        _guard: SUITE.write().unwrap_or_else(PoisonError::into_inner),
+    })
+}
+
+fn assert_suite_lock_held() {
+    assert!(
+        HELD.with(|h| h.get()),
+        "take support::shared() or support::exclusive() at the start of the test"
+    );
+}
 
 /// The committed test certificates (`testdata/certs`, made by `testdata/gen-certs.sh`).
 pub fn certs_dir() -> PathBuf {
@@ -65,6 +160,7 @@ impl Gateway {
     /// Start on a config template with extra command-line arguments and environment; wait until
     /// the admin endpoint says LIVE. Panics with the gateway's log if it does not come up.
     pub fn start_with_env(template: &str, args: &[&str], env: &[(&str, &str)]) -> Gateway {
+        assert_suite_lock_held();
         let dir = tempfile::tempdir().expect("tempdir");
         let (port, port2, admin) = (free_port(), free_port(), free_port());
         let cfg = dir.path().join("config.yaml");
@@ -74,8 +170,8 @@ impl Gateway {
         let logf = std::fs::File::create(&log).expect("log file");
         let mut cmd = Command::new(binary());
         cmd.arg("-c").arg(&cfg).args(args);
-        // Run a whole suite with handshakes on idle-class threads (tests/handshake_priority.rs
-        // covers that mode in CI; this reruns any other suite in it by hand).
+        // Run the tests with handshakes on idle-class threads (the handshake_priority module
+        // covers that mode in CI; this reruns any other module in it by hand).
         if let Ok(p) = std::env::var("QS_TEST_HANDSHAKE_PRIORITY") {
             if !args.contains(&"--handshake-priority") {
                 cmd.args(["--handshake-priority", &p]);
@@ -213,6 +309,7 @@ impl Drop for Gateway {
 
 /// Run the binary on a config expected to be rejected; its exit code and stderr.
 pub fn start_expect_failure(template: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    assert_suite_lock_held();
     let dir = tempfile::tempdir().expect("tempdir");
     let (port, port2, admin) = (free_port(), free_port(), free_port());
     let cfg = dir.path().join("config.yaml");

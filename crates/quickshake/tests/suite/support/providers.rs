@@ -26,7 +26,6 @@ pub fn provider_cert(
 }
 
 pub const BATCHING: &str = "type.googleapis.com/quickshake.private_key_providers.v1.BatchingConfig";
-pub const CRYPTOMB: &str = "type.googleapis.com/envoy.extensions.private_key_providers.cryptomb.v3alpha.CryptoMbPrivateKeyMethodConfig";
 
 /// A `quickshake.batching` certificate entry.
 pub fn batching_cert(cert: &str, fields: &[(&str, &str)]) -> String {

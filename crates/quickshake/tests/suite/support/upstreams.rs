@@ -679,7 +679,7 @@ pub const HTTP2_UPSTREAM: &str = r#"    typed_extension_protocol_options:
         explicit_http_config:
           http2_protocol_options: {}"#;
 
-/// A curl reply: status, headers (lower-case names, in order), body.
+/// A curl reply: status, headers (lower-case names, in order), body, and curl's stderr.
 #[derive(Debug, Default)]
 pub struct Reply {
     pub status: u16,
@@ -687,6 +687,8 @@ pub struct Reply {
     pub status_line: String,
     pub headers: Vec<(String, String)>,
     pub body: String,
+    /// Read only through `Debug`: the failure messages print the whole reply (`{r:?}`).
+    #[allow(dead_code)]
     pub stderr: String,
 }
 

@@ -1,5 +1,4 @@
 //! Loopback upstream servers for the integration tests.
-#![allow(dead_code)]
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -1,0 +1,36 @@
+//! Integration tests of the `quickshake` binary with real clients, in one test binary: each
+//! test binary links BoringSSL, so one binary instead of one per file saves CI that many links.
+//! Each module was a test binary of its own (`tests/<name>.rs`); its tests are now named
+//! `<name>::<test>`, and `cargo test -p quickshake --profile ci --test suite <name>::` runs
+//! one module.
+//!
+//! The modules share one process and run side by side: every test takes
+//! [`support::shared`] or [`support::exclusive`] first (see there for which and why).
+
+mod support;
+
+mod audit_h2spec;
+mod audit_tls;
+mod convert;
+mod deploy_dashboard;
+mod deploy_helm;
+mod gateway_basic;
+mod gateway_config_errors;
+mod gateway_resumption;
+mod gateway_robustness;
+mod gateway_tls;
+mod handshake_priority;
+mod provider_batching;
+mod provider_engines;
+mod provider_faults;
+mod provider_seed;
+mod proxy_grpc_ws;
+mod proxy_http;
+mod proxy_tcp;
+mod reliability_faults;
+mod reliability_hostile;
+mod reliability_overload;
+mod reliability_secrets;
+mod reliability_storms;
+mod rotation;
+mod sds_secrets;
