@@ -6,6 +6,13 @@ fortio) pinned to CPU 1 through each scenario, servers interleaved and repeated 
 and appends one JSON object per point to the results file. Every server it starts runs in its
 own process group, is recorded in RUN_DIR/pids and is killed on exit (bench/run's trap kills
 the recorded groups too if this script dies hard).
+
+The server's counters (`/stats`), the CPUs' busy ticks (`/proc/stat`) and the CPU model and
+flags (keyprovider's cpu_info()) are read by quickshake-bench alone: its own runs report them,
+`quickshake-bench observe` reads them around fortio and for the background load,
+`quickshake-bench cpu-info` prints the CPU. This script reads what they report, plus what
+nothing else reads: the server's process-group CPU (`/proc/PID/stat`) and the CPU's family,
+model and stepping (cpu_ids).
 """
 import argparse
 import datetime
@@ -20,10 +27,11 @@ import string
 import subprocess
 import sys
 import time
-import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATES = os.path.join(ROOT, "bench", "templates")
+# The quickshake.batching provider block's one copy (the Helm chart reads it too).
+BATCHING_PROVIDER = os.path.join(ROOT, "deploy", "helm", "quickshake", "files", "batching-provider.yaml")
 SERVER_CPU, CLIENT_CPU = "0", "1"
 BASE_PORT = int(os.environ.get("BENCH_BASE_PORT", "18440"))
 
@@ -145,16 +153,6 @@ def wait_port(port, proc, limit=20.0):
     return False
 
 
-def cpu0_ticks():
-    with open("/proc/stat") as f:
-        for line in f:
-            if line.startswith(f"cpu{SERVER_CPU} "):
-                v = [int(x) for x in line.split()[1:]]
-                busy = v[0] + v[1] + v[2] + v[5] + v[6]  # user nice system irq softirq
-                return busy, sum(v[:8])
-    raise RuntimeError("no cpu0 in /proc/stat")
-
-
 def group_cpu_seconds(pgid):
     """utime+stime of every process in the server's process group (all threads)."""
     hz = os.sysconf("SC_CLK_TCK")
@@ -172,27 +170,34 @@ def group_cpu_seconds(pgid):
     return total / hz
 
 
-def admin_counters(admin_port):
+def observe(bench, server_cpu=None, server_stats=None, duration=None, command=None, timeout=None):
+    """`quickshake-bench observe`: the server's counters and CPU around `command` (or an idle
+    `duration`), read and computed as in quickshake-bench's own runs, plus every core's busy
+    share. Returns (its JSON report or None, its stderr, which carries the command's output,
+    and its command line). It runs in a process group of its own with the command, killed
+    whole on timeout or interruption."""
+    cmd = [bench, "observe", "--json"]
+    if server_cpu is not None:
+        cmd += ["--server-cpu", str(server_cpu)]
+    if server_stats:
+        cmd += ["--server-stats", server_stats]
+    if duration:
+        cmd += ["-d", duration]
+    if command:
+        cmd += ["--"] + command
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/stats", timeout=5) as r:
-            text = r.read().decode()
-    except Exception:  # noqa: BLE001
-        return None
-    hs = reused = 0
-    curves = {}
-    for line in text.splitlines():
-        name, _, value = line.partition(":")
-        name = name.strip()
-        if not name.startswith("listener.") or not value.strip().isdigit():
-            continue
-        if name.endswith(".ssl.handshake"):
-            hs += int(value)
-        elif name.endswith(".ssl.session_reused"):
-            reused += int(value)
-        elif ".ssl.curves." in name:
-            curve = name.split(".ssl.curves.", 1)[1]
-            curves[curve] = curves.get(curve, 0) + int(value)
-    return {"handshakes": hs, "session_reused": reused, "curves": curves}
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        raise
+    js = json.loads(out) if out.strip().startswith("{") else None
+    return js, err, cmd
 
 
 class Server:
@@ -229,11 +234,11 @@ class Server:
                      f"    poll_delay: {delay}", f"    private_key: {{ filename: {self.key} }}"]
         else:
             engine = self.provider[len("engine-"):] if self.provider.startswith("engine-") else "auto"
-            lines = ["private_key_provider:", "  provider_name: quickshake.batching",
-                     "  typed_config:",
-                     '    "@type": type.googleapis.com/quickshake.private_key_providers.v1.BatchingConfig',
-                     f"    private_key: {{ filename: {self.key} }}", f"    engine: {engine}",
-                     "    batching: adaptive"]
+            # fallback and poll_delay: the provider's defaults (an engine this CPU lacks fails).
+            with open(BATCHING_PROVIDER) as f:
+                lines = string.Template(f.read()).substitute(
+                    private_key=f"{{ filename: {self.key} }}", fallback="false", poll_delay="0.01s",
+                    engine=engine, batching="adaptive").splitlines()
         return "\n".join(ind + line for line in lines)
 
     def _proxy(self, cfg):
@@ -419,50 +424,49 @@ class Runner:
         # fortio has no warm-up flag: warm the server with the same load first, untimed.
         subprocess.run(cmd[:11] + ["-t", f"{p['warmup']}s", "-loglevel", "Error", cmd[-1]],
                        capture_output=True, env=env, timeout=p["warmup"] + 30)
-        before_c, before_t = cpu0_ticks(), time.time()
-        before_s = admin_counters(srv.admin_port) if srv.admin_port else None
         pcpu0 = group_cpu_seconds(srv.proc.pid)
         try:
-            r = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                               timeout=p["duration"] + 40)
-            rec["exit"] = r.returncode
+            obs, err, ocmd = observe(self.bins["bench"], server_cpu=SERVER_CPU,
+                                     server_stats=f"http://127.0.0.1:{srv.admin_port}" if srv.admin_port else None,
+                                     command=cmd, timeout=p["duration"] + 40)
         except subprocess.TimeoutExpired:
             rec.update(ok=False, failures=["timed out"])
             self.record(rec)
             return rec
-        after_c, wall = cpu0_ticks(), time.time() - before_t
-        after_s = admin_counters(srv.admin_port) if srv.admin_port else None
         pcpu = group_cpu_seconds(srv.proc.pid) - pcpu0
-        hz = os.sysconf("SC_CLK_TCK")
-        busy_s = (after_c[0] - before_c[0]) / hz
+        rec["observer_command"] = " ".join(ocmd)
+        if obs is None:
+            rec.update(ok=False, failures=[err.strip()[-400:]])
+            self.record(rec)
+            return rec
+        rec["exit"] = obs.get("exit")
+        s = obs.get("server") or {}
         try:
             js = json.load(open(jpath))
         except (OSError, ValueError):
-            rec.update(ok=False, failures=[r.stderr.strip()[-400:]])
+            rec.update(ok=False, failures=[err.strip()[-400:]])
             self.record(rec)
             return rec
         n = js["DurationHistogram"]["Count"]
         pct = {str(x["Percentile"]): x["Value"] * 1e3 for x in js["DurationHistogram"]["Percentiles"]}
         ok_codes = js.get("RetCodes", {}).get("200", 0)
-        sh_hs = (after_s["handshakes"] - before_s["handshakes"]) if after_s and before_s else None
-        reused = (after_s["session_reused"] - before_s["session_reused"]) if after_s and before_s else None
+        sh_hs, reused = s.get("handshakes"), s.get("session_reused")
         hs = sh_hs if sh_hs else n
-        if after_s and before_s:
-            rec["server_curves"] = {k: v - before_s["curves"].get(k, 0)
-                                    for k, v in after_s["curves"].items()
-                                    if v - before_s["curves"].get(k, 0)}
+        if s.get("curves") is not None:
+            rec["server_curves"] = s["curves"]
         failures = []
         if ok_codes != n:
             failures.append(f"{n - ok_codes} non-200 responses")
         if reused:
             failures.append(f"server resumed {reused} sessions")
-        rec.update(ok=not failures, failures=failures, warnings=[], duration_s=js["ActualDuration"] / 1e9,
+        rec.update(ok=not failures, failures=failures, warnings=obs.get("notes") or [],
+                   duration_s=js["ActualDuration"] / 1e9,
                    handshakes=n, requests=n, resumed=None,
                    handshakes_per_sec=js["ActualQPS"], requests_per_sec=js["ActualQPS"],
                    req_p50_ms=pct.get("50"), req_p99_ms=pct.get("99"),
                    server_handshakes=sh_hs, server_session_reused=reused,
-                   server_cpu_utilization=busy_s / wall if wall else None,
-                   server_cpu_us_per_handshake=busy_s * 1e6 / hs if hs else None,
+                   server_cpu_utilization=s.get("cpu_utilization"),
+                   server_cpu_us_per_handshake=s.get("cpu_us_per_handshake"),
                    server_process_cpu_s=pcpu,
                    server_process_cpu_us_per_handshake=pcpu * 1e6 / hs if hs else None)
         self.record(rec)
@@ -480,32 +484,33 @@ class Runner:
             f"p99 {f(rec.get('hs_p99_ms') or rec.get('req_p99_ms'), '.1f')} ms{extra}")
 
 
-def background(seconds=1.0):
-    """Busy share of CPU 0 and 1 with nothing of ours running (other tenants, builds)."""
-    def read():
-        out = {}
-        with open("/proc/stat") as f:
-            for line in f:
-                m = re.match(r"cpu(\d+) (.*)", line)
-                if m:
-                    v = [int(x) for x in m.group(2).split()]
-                    out[m.group(1)] = (v[0] + v[1] + v[2] + v[5] + v[6], sum(v[:8]))
-        return out
-    a = read()
-    time.sleep(seconds)
-    b = read()
-    return {k: round((b[k][0] - a[k][0]) / max(1, b[k][1] - a[k][1]), 3) for k in b}
+def background(bench, seconds=1):
+    """Busy share of every CPU with nothing of ours running (other tenants, builds)."""
+    obs, err, _ = observe(bench, duration=f"{seconds}s", timeout=seconds + 30)
+    if obs is None:
+        raise RuntimeError(f"quickshake-bench observe: {err.strip()[-400:]}")
+    return {k: round(v, 3) for k, v in obs["cpu_busy"].items()}
 
 
-def meta(args, bins):
-    info = {}
+def cpu_ids():
+    """cpu family, model and stepping of the first CPU: the one thing read from /proc/cpuinfo
+    here, because keyprovider's CpuInfo (quickshake-bench cpu-info) does not have them yet."""
+    ids = {}
     with open("/proc/cpuinfo") as f:
         for line in f:
             k, _, v = line.partition(":")
-            k = k.strip()
-            if k in ("model name", "cpu family", "model", "stepping", "flags") and k not in info:
-                info[k] = v.strip()
-    flags = set(info.get("flags", "").split())
+            if k.strip() in ("cpu family", "model", "stepping"):
+                ids.setdefault(k.strip(), v.strip())
+    return ids
+
+
+def meta(args, bins):
+    try:
+        cpu = json.loads(sh(f"{bins['bench']} cpu-info --json"))
+    except ValueError:
+        cpu = {}
+    ids = cpu_ids()
+    flags = set(cpu.get("flags") or [])
     crypto = [x for x in ("aes", "vaes", "pclmulqdq", "vpclmulqdq", "sha_ni", "adx", "bmi2", "avx2",
                           "avx512f", "avx512ifma", "avx_ifma", "gfni") if x in flags]
     doctor = sh(f"{bins['quickshake']} doctor --json")
@@ -522,8 +527,8 @@ def meta(args, bins):
         "type": "meta", "profile": args.profile,
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "host": platform.node(), "kernel": platform.release(),
-        "cpu": {"model": info.get("model name"), "family": info.get("cpu family"),
-                "model_number": info.get("model"), "stepping": info.get("stepping"),
+        "cpu": {"model": cpu.get("model"), "family": ids.get("cpu family"),
+                "model_number": ids.get("model"), "stepping": ids.get("stepping"),
                 "nproc": os.cpu_count(), "crypto_flags": crypto},
         "doctor": doctor,
         "versions": {
@@ -539,7 +544,7 @@ def meta(args, bins):
         },
         "settings": {"server_cpu": SERVER_CPU, "client_cpu": CLIENT_CPU, "groups": "X25519",
                      **{k: v for k, v in PROFILES[args.profile].items()}},
-        "background_cpu_busy": background(),
+        "background_cpu_busy": background(bins["bench"]),
     }
 
 
@@ -603,7 +608,7 @@ def main():
                     run.record(dict(section="start", server=name, cert=cert, tls=None, clients=None,
                                     rate=None, mode=None, rep=0, ok=False, failures=[str(e)]))
             time.sleep(1.0)
-            log(f"background CPU busy (idle servers): {background()}")
+            log(f"background CPU busy (idle servers): {background(bins['bench'])}")
             done = {}  # (server, tls, mode, clients, rate) -> list of records
 
             def point(name, tls, clients, section, reps=1):
@@ -672,7 +677,8 @@ def main():
             s.stop()
         if upstream is not None:
             upstream.terminate()
-    end = {"type": "end", "seconds": round(time.time() - run.t0), "background_cpu_busy": background()}
+    end = {"type": "end", "seconds": round(time.time() - run.t0),
+           "background_cpu_busy": background(bins["bench"])}
     with open(args.out, "a") as f:
         f.write(json.dumps(end, sort_keys=True) + "\n")
     bad = [r for r in run.results if not r.get("ok")]

@@ -1,6 +1,9 @@
-//! CPU accounting: this process's user+sys time (`getrusage`) and one core's busy ticks
-//! from `/proc/stat` (the server's core, when the server is pinned).
+//! CPU accounting: this process's user+sys time (`getrusage`) and each core's busy ticks
+//! from `/proc/stat` (the server's core, when the server is pinned; every core for
+//! `quickshake-bench observe`). The one reader of `/proc/stat` for the benchmark: bench/bench.py
+//! gets these figures from `quickshake-bench`, it does not read `/proc/stat` itself.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// This process's user + system CPU time so far (all threads).
@@ -49,6 +52,15 @@ impl CpuTicks {
             total: self.total.saturating_sub(before.total),
         }
     }
+
+    /// Busy share of the ticks (0 when there are none), e.g. of a window's [`CpuTicks::since`].
+    pub fn busy_share(&self) -> f64 {
+        if self.total > 0 {
+            self.busy as f64 / self.total as f64
+        } else {
+            0.0
+        }
+    }
 }
 
 /// Finds the `cpuN` line in a `/proc/stat` text.
@@ -58,6 +70,30 @@ pub fn parse_proc_stat(text: &str, cpu: usize) -> Result<CpuTicks, String> {
         .lines()
         .find(|l| l.split_whitespace().next() == Some(name.as_str()))
         .ok_or_else(|| format!("/proc/stat has no {name} line"))?;
+    parse_cpu_line(&name, line)
+}
+
+/// Every `cpuN` line of a `/proc/stat` text (not the `cpu` total line), by N.
+pub fn parse_proc_stat_all(text: &str) -> Result<BTreeMap<usize, CpuTicks>, String> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let Some(name) = line.split_whitespace().next() else {
+            continue;
+        };
+        if let Some(n) = name
+            .strip_prefix("cpu")
+            .and_then(|n| n.parse::<usize>().ok())
+        {
+            out.insert(n, parse_cpu_line(name, line)?);
+        }
+    }
+    if out.is_empty() {
+        return Err("/proc/stat has no cpuN line".into());
+    }
+    Ok(out)
+}
+
+fn parse_cpu_line(name: &str, line: &str) -> Result<CpuTicks, String> {
     let fields: Vec<u64> = line
         .split_whitespace()
         .skip(1)
@@ -79,6 +115,13 @@ pub fn read_cpu_ticks(cpu: usize) -> Result<CpuTicks, String> {
     let text =
         std::fs::read_to_string("/proc/stat").map_err(|e| format!("reading /proc/stat: {e}"))?;
     parse_proc_stat(&text, cpu)
+}
+
+/// Reads `/proc/stat` for every `cpuN`.
+pub fn read_all_cpu_ticks() -> Result<BTreeMap<usize, CpuTicks>, String> {
+    let text =
+        std::fs::read_to_string("/proc/stat").map_err(|e| format!("reading /proc/stat: {e}"))?;
+    parse_proc_stat_all(&text)
 }
 
 /// Microseconds of CPU per event; `None` when there were no events.
@@ -122,6 +165,18 @@ intr 12345
                 total: 100
             }
         );
+        assert_eq!(later.since(&c0).busy_share(), 0.5);
+        assert_eq!(CpuTicks::default().busy_share(), 0.0);
+    }
+
+    #[test]
+    fn parses_every_core() {
+        let all = parse_proc_stat_all(STAT).unwrap();
+        assert_eq!(all.keys().copied().collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(all[&0], parse_proc_stat(STAT, 0).unwrap());
+        assert_eq!(all[&1], parse_proc_stat(STAT, 1).unwrap());
+        assert!(parse_proc_stat_all("intr 1\n").is_err());
+        assert!(parse_proc_stat_all("cpu0 1 2 3\n").is_err());
     }
 
     #[test]
@@ -136,6 +191,7 @@ intr 12345
         assert!(clock_ticks_per_sec() >= 1);
         if std::path::Path::new("/proc/stat").exists() {
             assert!(read_cpu_ticks(0).is_ok());
+            assert!(read_all_cpu_ticks().is_ok_and(|all| all.contains_key(&0)));
         }
     }
 

@@ -8,12 +8,20 @@
 //! not share TLS state between connections unless resumption is requested, and keeps pure
 //! logic (`schedule`, `report`, `stats_client` parsing, `cpu` parsing, `http`, `h2` framing)
 //! free of sockets so it is unit-tested; socket I/O lives in `client`.
+//!
+//! It is also the benchmark's one reader of the server's side: `observe` reads the same
+//! counters and CPU ticks around another load generator (or an idle window) and reports them
+//! the same way, and `machine` prints the CPU model keyprovider's `cpu_info()` parsed, so
+//! bench/bench.py and the shell scripts do not parse `/proc/stat` or `/stats`, nor
+//! `/proc/cpuinfo` for the model and flags.
 #![deny(unsafe_code)]
 
 pub mod client;
 pub mod cpu;
 pub mod h2;
 pub mod http;
+pub mod machine;
+pub mod observe;
 pub mod report;
 pub mod schedule;
 pub mod stats_client;

@@ -1,4 +1,5 @@
-//! `quickshake-bench` command line: parses flags, builds the runtime, prints the report.
+//! `quickshake-bench` command line: parses flags, builds the runtime, prints the report; and
+//! its two helpers for the benchmark scripts, `observe` and `cpu-info`.
 
 use std::io::IsTerminal;
 use std::net::ToSocketAddrs;
@@ -6,11 +7,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use quickshake_bench::client::{self, Alpn, Config, TlsOptions, TlsVersion};
 use quickshake_bench::http::Url;
+use quickshake_bench::observe::{self, Observe};
 use quickshake_bench::report::Report;
-use quickshake_bench::{parse_duration, stats_client};
+use quickshake_bench::{machine, parse_duration, stats_client};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum TlsArg {
@@ -29,10 +31,57 @@ enum AlpnArg {
 /// Handshake load generator: every request on a brand-new TCP+TLS connection, no session
 /// resumption (detected and refused), open or closed loop, client and server CPU per handshake.
 #[derive(Debug, Parser)]
-#[command(name = "quickshake-bench", version)]
+#[command(
+    name = "quickshake-bench",
+    version,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    helper: Option<Helper>,
+    #[command(flatten)]
+    run: Args,
+}
+
+#[derive(Debug, Subcommand)]
+enum Helper {
+    /// Read the server's counters and CPU around another load generator's run (or an idle
+    /// window) and report them as a run does: server handshakes, session_reused, groups, busy
+    /// time of --server-cpu and its share and µs per handshake, and every core's busy share.
+    Observe(ObserveArgs),
+    /// Print this machine's CPU model and flags (keyprovider's cpu_info()), as bench/engine
+    /// does; --json: model, vendor, processors and every flag.
+    CpuInfo {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct ObserveArgs {
+    /// Envoy-style admin base URL; its /stats is read before and after the window.
+    #[arg(long)]
+    server_stats: Option<String>,
+    /// CPU number the server is pinned to; its /proc/stat busy time is reported per handshake.
+    #[arg(long)]
+    server_cpu: Option<usize>,
+    /// Without a command: an idle window of this length, e.g. 1s.
+    #[arg(short = 'd', long, value_parser = parse_duration, conflicts_with = "command")]
+    duration: Option<Duration>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// The window: this command, run to its end (after --; its stdout goes to stderr).
+    #[arg(last = true, required_unless_present = "duration")]
+    command: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
 struct Args {
     /// Target, https://host:port/path.
-    url: String,
+    #[arg(required = true)]
+    url: Option<String>,
     /// Closed loop: connections in flight (default 16). Open loop: cap on outstanding
     /// requests (default 1024).
     #[arg(short = 'c', long = "connections")]
@@ -110,9 +159,10 @@ struct Args {
 }
 
 fn config(a: &Args) -> Result<Config, String> {
-    let url = Url::parse(&a.url)?;
+    let target = a.url.as_deref().unwrap_or_default();
+    let url = Url::parse(target)?;
     if url.scheme != "https" {
-        return Err(format!("URL {:?}: only https:// targets", a.url));
+        return Err(format!("URL {target:?}: only https:// targets"));
     }
     let addr = (url.host.as_str(), url.port)
         .to_socket_addrs()
@@ -172,8 +222,64 @@ fn config(a: &Args) -> Result<Config, String> {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    let cfg = match config(&args) {
+    let cli = Cli::parse();
+    match cli.helper {
+        Some(Helper::Observe(a)) => observe_main(&a),
+        Some(Helper::CpuInfo { json }) => {
+            let info = quickshake_keyprovider::engines::cpu_info();
+            if json {
+                println!("{}", machine::to_json(info));
+            } else {
+                print!("{}", machine::header(info));
+            }
+            ExitCode::SUCCESS
+        }
+        None => run_main(&cli.run),
+    }
+}
+
+fn observe_main(a: &ObserveArgs) -> ExitCode {
+    let server_stats = match a
+        .server_stats
+        .as_deref()
+        .map(stats_client::stats_url)
+        .transpose()
+    {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("quickshake-bench observe: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let o = Observe {
+        server_stats,
+        server_cpu: a.server_cpu,
+        command: a.command.clone(),
+        duration: a.duration.unwrap_or_default(),
+    };
+    match observe::observe(&o) {
+        Ok(obs) => {
+            if a.json {
+                println!("{}", obs.to_json());
+            } else {
+                print!("{}", obs.to_text());
+            }
+            // The command's failure (fortio's, say) shows in the exit status too.
+            if a.command.is_empty() || obs.exit == Some(0) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("quickshake-bench observe: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run_main(args: &Args) -> ExitCode {
+    let cfg = match config(args) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("quickshake-bench: {e}");

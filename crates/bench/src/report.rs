@@ -1,11 +1,15 @@
 //! The run's report: what was measured, the verdict, and its two renderings
 //! (a human table and one JSON object). No I/O beyond returning strings.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
+
+use crate::cpu::{self, CpuTicks};
+use crate::stats_client::ServerCounters;
 
 /// Client CPU at or above this share of `wall × threads` marks the client as the bottleneck.
 pub const CLIENT_BOTTLENECK_SHARE: f64 = 0.9;
@@ -140,6 +144,85 @@ pub struct ServerReport {
     pub cpu_utilization: Option<f64>,
     /// Busy µs of that core per handshake (server-counted if known, else client-counted).
     pub cpu_us_per_handshake: Option<f64>,
+    /// Server-counted handshakes by key exchange group in the window (`--server-stats`;
+    /// groups that did not grow are left out).
+    pub curves: Option<BTreeMap<String, u64>>,
+}
+
+impl ServerReport {
+    /// The server's view of a window from the readings taken before and after it: counter
+    /// growth (when both stats pages were read) and the server core's busy time, share and µs
+    /// per handshake (server-counted handshakes, else `client_handshakes`; `ticks` are the
+    /// core's `/proc/stat` ticks before and after, `hz` their unit). The one place these
+    /// figures are computed, for `quickshake-bench` runs and for `observe`.
+    pub fn from_window(
+        counters: (Option<&ServerCounters>, Option<&ServerCounters>),
+        cpu: Option<usize>,
+        ticks: (Option<CpuTicks>, Option<CpuTicks>),
+        hz: u64,
+        wall: Duration,
+        client_handshakes: Option<u64>,
+    ) -> ServerReport {
+        let mut s = ServerReport::default();
+        if let (Some(b), Some(a)) = counters {
+            let d = a.since(b);
+            s.handshakes = Some(d.handshakes);
+            s.session_reused = Some(d.session_reused);
+            s.listeners = Some(d.listeners);
+            s.handshakes_per_sec = Some(d.handshakes as f64 / wall.as_secs_f64().max(1e-9));
+            s.curves = Some(d.curves);
+        }
+        if let Some(n) = cpu {
+            s.cpu = Some(n);
+            if let (Some(b), Some(a)) = ticks {
+                let d = a.since(&b);
+                let busy = cpu::ticks_to_duration(d.busy, hz);
+                s.cpu_busy_seconds = Some(busy.as_secs_f64());
+                s.cpu_utilization = Some(d.busy_share());
+                s.cpu_us_per_handshake = s
+                    .handshakes
+                    .or(client_handshakes)
+                    .and_then(|h| cpu::us_per(busy, h));
+            }
+        }
+        s
+    }
+
+    /// The `server` and `server CPU` lines of the human-readable table.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        if let Some(h) = self.handshakes {
+            let groups = self
+                .curves
+                .iter()
+                .flatten()
+                .map(|(g, n)| format!(" {g} {n}"))
+                .collect::<String>();
+            let _ = writeln!(
+                s,
+                "server      handshakes {} ({:.1}/s), session_reused {}{}",
+                h,
+                self.handshakes_per_sec.unwrap_or(0.0),
+                self.session_reused.unwrap_or(0),
+                if groups.is_empty() {
+                    String::new()
+                } else {
+                    format!(", groups{groups}")
+                }
+            );
+        }
+        if let Some(cpu) = self.cpu {
+            let _ = writeln!(
+                s,
+                "server CPU  cpu{} busy {:.3} s ({:.0}%), {} per handshake",
+                cpu,
+                self.cpu_busy_seconds.unwrap_or(0.0),
+                self.cpu_utilization.unwrap_or(0.0) * 100.0,
+                fmt_us(self.cpu_us_per_handshake)
+            );
+        }
+        s
+    }
 }
 
 /// Raw measurements of one run, before derivation.
@@ -418,25 +501,7 @@ impl Report {
             );
         }
         if let Some(v) = &self.server {
-            if let Some(h) = v.handshakes {
-                let _ = writeln!(
-                    s,
-                    "server      handshakes {} ({:.1}/s), session_reused {}",
-                    h,
-                    v.handshakes_per_sec.unwrap_or(0.0),
-                    v.session_reused.unwrap_or(0)
-                );
-            }
-            if let Some(cpu) = v.cpu {
-                let _ = writeln!(
-                    s,
-                    "server CPU  cpu{} busy {:.3} s ({:.0}%), {} per handshake",
-                    cpu,
-                    v.cpu_busy_seconds.unwrap_or(0.0),
-                    v.cpu_utilization.unwrap_or(0.0) * 100.0,
-                    fmt_us(v.cpu_us_per_handshake)
-                );
-            }
+            s.push_str(&v.to_text());
         }
         for w in &self.warnings {
             let _ = writeln!(s, "WARNING     {w}");
@@ -451,7 +516,7 @@ impl Report {
     }
 }
 
-fn fmt_us(v: Option<f64>) -> String {
+pub(crate) fn fmt_us(v: Option<f64>) -> String {
     match v {
         Some(us) => format!("{us:.0} µs"),
         None => "n/a".to_string(),
@@ -499,6 +564,7 @@ mod tests {
                 cpu_busy_seconds: Some(1.0),
                 cpu_utilization: Some(0.5),
                 cpu_us_per_handshake: Some(999.0),
+                curves: Some([("X25519".to_string(), 1001)].into()),
             }),
             interrupted: false,
             notes: vec![],
@@ -579,6 +645,59 @@ mod tests {
     }
 
     #[test]
+    fn server_view_of_a_window() {
+        let before = ServerCounters {
+            handshakes: 100,
+            session_reused: 1,
+            listeners: 1,
+            curves: [("X25519".to_string(), 100)].into(),
+        };
+        let after = ServerCounters {
+            handshakes: 1100,
+            session_reused: 1,
+            listeners: 1,
+            curves: [("X25519".to_string(), 1100)].into(),
+        };
+        let ticks = (
+            Some(CpuTicks {
+                busy: 1000,
+                total: 2000,
+            }),
+            Some(CpuTicks {
+                busy: 1150,
+                total: 2200,
+            }),
+        );
+        let wall = Duration::from_secs(2);
+        let s = ServerReport::from_window(
+            (Some(&before), Some(&after)),
+            Some(0),
+            ticks,
+            100,
+            wall,
+            Some(990),
+        );
+        assert_eq!(s.handshakes, Some(1000));
+        assert_eq!(s.session_reused, Some(0));
+        assert_eq!(s.handshakes_per_sec, Some(500.0));
+        assert_eq!(s.curves, Some([("X25519".to_string(), 1000)].into()));
+        assert_eq!(s.cpu_busy_seconds, Some(1.5));
+        assert_eq!(s.cpu_utilization, Some(0.75));
+        // Server-counted handshakes win over the client's count.
+        assert!((s.cpu_us_per_handshake.unwrap() - 1500.0).abs() < 1e-6);
+        // Without the stats page: the client's count; without either: none.
+        let s =
+            ServerReport::from_window((None, Some(&after)), Some(0), ticks, 100, wall, Some(500));
+        assert_eq!((s.handshakes, s.curves.as_ref()), (None, None));
+        assert!((s.cpu_us_per_handshake.unwrap() - 3000.0).abs() < 1e-6);
+        let s = ServerReport::from_window((None, None), Some(0), ticks, 100, wall, None);
+        assert_eq!(s.cpu_us_per_handshake, None);
+        assert_eq!(s.cpu_busy_seconds, Some(1.5));
+        let s = ServerReport::from_window((None, None), None, ticks, 100, wall, Some(1));
+        assert_eq!(s, ServerReport::default());
+    }
+
+    #[test]
     fn text_table_mentions_everything() {
         let t = Report::build(data()).to_text();
         for needle in [
@@ -586,6 +705,7 @@ mod tests {
             "p99.9",
             "client CPU",
             "server CPU",
+            "groups X25519 1001",
             "timeout 1",
         ] {
             assert!(t.contains(needle), "{needle} missing from\n{t}");

@@ -1,8 +1,11 @@
 //! Reads the server's own handshake counters from an Envoy-style admin `/stats` page.
 //!
 //! The page is text, one `name: value` per line. We sum every downstream listener's
-//! `listener.<addr>.ssl.handshake` and `listener.<addr>.ssl.session_reused`.
+//! `listener.<addr>.ssl.handshake` and `listener.<addr>.ssl.session_reused`, and its
+//! `listener.<addr>.ssl.curves.<group>` by group. The one reader of these counters for the
+//! benchmark: bench/bench.py gets them from `quickshake-bench` (its runs, or `observe`).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -11,21 +14,34 @@ use tokio::net::TcpStream;
 use crate::http::{self, Framing, Url};
 
 /// Server-side counters summed over listeners.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServerCounters {
     pub handshakes: u64,
     pub session_reused: u64,
     /// How many `listener.*.ssl.handshake` lines were found (0 means the page had none).
     pub listeners: u32,
+    /// Handshakes by key exchange group (`listener.*.ssl.curves.<group>`).
+    pub curves: BTreeMap<String, u64>,
 }
 
 impl ServerCounters {
-    /// Counter growth from `before` to `self` (saturating, in case the server restarted).
+    /// Counter growth from `before` to `self` (saturating, in case the server restarted);
+    /// groups that did not grow are left out.
     pub fn since(&self, before: &ServerCounters) -> ServerCounters {
+        let curves = self
+            .curves
+            .iter()
+            .map(|(g, &n)| {
+                let was = before.curves.get(g).copied().unwrap_or(0);
+                (g.clone(), n.saturating_sub(was))
+            })
+            .filter(|&(_, n)| n > 0)
+            .collect();
         ServerCounters {
             handshakes: self.handshakes.saturating_sub(before.handshakes),
             session_reused: self.session_reused.saturating_sub(before.session_reused),
             listeners: self.listeners,
+            curves,
         }
     }
 }
@@ -51,6 +67,9 @@ pub fn parse_stats(text: &str) -> ServerCounters {
         } else if rest.ends_with(".ssl.session_reused") && rest.len() > ".ssl.session_reused".len()
         {
             out.session_reused = out.session_reused.saturating_add(value);
+        } else if let Some((_, group)) = rest.split_once(".ssl.curves.") {
+            let n = out.curves.entry(group.to_string()).or_insert(0);
+            *n = n.saturating_add(value);
         }
     }
     out
@@ -168,6 +187,9 @@ listener.0.0.0.0_8443.ssl.session_reused: 3
 listener.0.0.0.0_8443.ssl.connection_error: 9
 listener.[__]_8443.ssl.handshake: 34
 listener.[__]_8443.ssl.session_reused: 0
+listener.0.0.0.0_8443.ssl.curves.X25519: 1100
+listener.0.0.0.0_8443.ssl.curves.P-256: 100
+listener.[__]_8443.ssl.curves.X25519: 34
 listener.admin.downstream_cx_total: 5
 listener.ssl.handshake: 999
 http.ingress.downstream_rq_total: 10
@@ -181,13 +203,22 @@ garbage line
         assert_eq!(c.handshakes, 1234);
         assert_eq!(c.session_reused, 3);
         assert_eq!(c.listeners, 2);
+        assert_eq!(c.curves["X25519"], 1134);
+        assert_eq!(c.curves["P-256"], 100);
+        assert_eq!(c.curves.len(), 2);
         let later = ServerCounters {
             handshakes: 1300,
             session_reused: 3,
             listeners: 2,
+            curves: [("X25519".to_string(), 1200), ("P-256".to_string(), 100)].into(),
         };
         assert_eq!(later.since(&c).handshakes, 66);
         assert_eq!(later.since(&c).session_reused, 0);
+        assert_eq!(
+            later.since(&c).curves,
+            [("X25519".to_string(), 66)].into(),
+            "groups that did not grow are left out"
+        );
         assert_eq!(c.since(&later).handshakes, 0);
         assert_eq!(parse_stats(""), ServerCounters::default());
     }

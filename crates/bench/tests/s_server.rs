@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{bench, make_certs, path_str, s_server};
+use common::{bench, fake_stats, make_certs, page, path_str, s_server};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -147,35 +147,6 @@ fn verification_failure_is_a_tls_error() {
     assert!(v["errors"]["tls"].as_u64().unwrap_or(0) >= 1, "{v}");
 }
 
-/// A fake admin endpoint: each GET returns the next page of `pages` (the last one repeats).
-fn fake_stats(pages: Vec<String>) -> u16 {
-    use std::io::{Read, Write};
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = l.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for (i, s) in l.incoming().enumerate() {
-            let Ok(mut s) = s else { continue };
-            let mut buf = [0u8; 4096];
-            let _ = s.read(&mut buf);
-            let body = &pages[i.min(pages.len() - 1)];
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    port
-}
-
-fn page(handshakes: u64, reused: u64) -> String {
-    format!(
-        "listener.127.0.0.1_1.ssl.handshake: {handshakes}\n\
-         listener.127.0.0.1_1.ssl.session_reused: {reused}\n\
-         cluster.x.ssl.handshake: 5\n"
-    )
-}
-
 #[test]
 fn server_stats_are_read_and_checked() {
     let certs = make_certs();
@@ -215,6 +186,7 @@ fn server_stats_are_read_and_checked() {
         "{v}"
     );
     assert!(v["server"]["cpu_us_per_handshake"].is_number(), "{v}");
+    assert_eq!(v["server"]["curves"]["X25519"], 100, "{v}");
 
     // The server's own session_reused counter moved: the run fails even though the client
     // saw no resumption.

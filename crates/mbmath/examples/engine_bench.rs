@@ -1,11 +1,18 @@
-//! Micro-benchmark of the multi-buffer engines.
+//! Micro-benchmark of the multi-buffer arithmetic alone, for tuning this crate.
 //!
 //! `cargo run --release -p quickshake-mbmath --example engine_bench [-- SECONDS]`
 //!
-//! Prints the CPU model and relevant flags, then per available backend:
-//! ns per 1024-bit Montgomery multiplication and squaring per lane (16 lanes
-//! in flight, the RSA-2048 batch shape), and RSA-2048 CRT signatures/s on
-//! this one thread for batches of 8 (16 modular exponentiations per batch).
+//! Prints the CPU features mbmath detects at run time and its backends, then per available
+//! backend: ns per 1024-bit Montgomery multiplication and squaring per lane (16 lanes in
+//! flight, the RSA-2048 batch shape), and RSA-2048 CRT signatures/s on this one thread for
+//! batches of 8 (16 modular exponentiations per batch).
+//!
+//! `bench/engine` (`crates/bench/src/bin/engine-bench.rs`) compares the engines as the
+//! provider runs them, against BoringSSL; this example builds without BoringSSL or the
+//! provider and times squaring and whole mbmath batches, the figures of bench/engine-notes.md.
+//! It prints no CPU model: `/proc/cpuinfo` has one reader, keyprovider's `cpu_info()`, which
+//! this crate cannot depend on; `target/ci/quickshake-bench cpu-info` (or `bench/engine`)
+//! prints it.
 
 use std::time::{Duration, Instant};
 
@@ -13,17 +20,6 @@ use quickshake_mbmath::{
     available_backends, mont_mul_1024_lanes, mont_sqr_1024_lanes, rsa_private_crt_batch, Backend,
     RsaCrtKey,
 };
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
 
 fn flags() -> String {
     let mut v = Vec::new();
@@ -110,7 +106,6 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(2.0);
     let budget = Duration::from_secs_f64(secs);
-    println!("cpu: {}", cpu_model());
     println!("flags: {}", flags());
     println!(
         "backends: {:?}",

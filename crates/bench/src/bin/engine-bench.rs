@@ -31,9 +31,10 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0);
     let window = Duration::from_secs_f64(secs);
-    let (model, flags) = cpu();
-    println!("cpu: {model}");
-    println!("flags: {flags}");
+    print!(
+        "{}",
+        quickshake_bench::machine::header(quickshake_keyprovider::engines::cpu_info())
+    );
     let keys = load_keys();
     let input = inputs(&keys);
 
@@ -58,7 +59,12 @@ fn main() {
             engines.push((kind.name().to_string(), Box::new(e)));
         }
     }
-    match CryptoMbEngine::load() {
+    // A binary reads its environment: the same variable the gateway's --crypto-mb-dir reads.
+    let options = quickshake_keyprovider::EngineOptions {
+        crypto_mb_dir: std::env::var_os("QUICKSHAKE_CRYPTO_MB_DIR").map(std::path::PathBuf::from),
+        ..Default::default()
+    };
+    match CryptoMbEngine::load(&options) {
         Ok(e) => engines.push(("crypto_mb".into(), Box::new(e))),
         Err(e) => println!("  crypto_mb: not measured ({})", e.reason()),
     }
@@ -124,28 +130,6 @@ fn min(v: &[f64]) -> f64 {
 
 fn max(v: &[f64]) -> f64 {
     v.iter().copied().fold(0.0, f64::max)
-}
-
-fn cpu() -> (String, String) {
-    let info = quickshake_keyprovider::engines::cpu_info();
-    let wanted = [
-        "avx2",
-        "fma",
-        "adx",
-        "bmi2",
-        "avx512f",
-        "avx512dq",
-        "avx512bw",
-        "avx512ifma",
-        "avx512vbmi2",
-        "vaes",
-    ];
-    let flags = wanted
-        .iter()
-        .map(|f| format!("{f}{}", if info.has(f) { "+" } else { "-" }))
-        .collect::<Vec<_>>()
-        .join(" ");
-    (info.model.clone(), flags)
 }
 
 fn certs() -> std::path::PathBuf {

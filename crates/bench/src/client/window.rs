@@ -207,33 +207,16 @@ pub async fn run(cfg: Config) -> Result<RunData, String> {
     let wall = after.at.duration_since(before.at);
     let t = sh.tally();
     let handshakes = t.handshakes;
-    let server = if cfg.server_stats.is_some() || cfg.server_cpu.is_some() {
-        let mut s = ServerReport::default();
-        if let (Some(a), Some(b)) = (after_server, before_server) {
-            let d = a.since(&b);
-            s.handshakes = Some(d.handshakes);
-            s.session_reused = Some(d.session_reused);
-            s.listeners = Some(d.listeners);
-            s.handshakes_per_sec = Some(d.handshakes as f64 / wall.as_secs_f64().max(1e-9));
-        }
-        if let Some(n) = cfg.server_cpu {
-            s.cpu = Some(n);
-            if let (Some(a), Some(b)) = (after.server_cpu, before.server_cpu) {
-                let d = a.since(&b);
-                let busy = cpu::ticks_to_duration(d.busy, cpu::clock_ticks_per_sec());
-                s.cpu_busy_seconds = Some(busy.as_secs_f64());
-                s.cpu_utilization = Some(if d.total > 0 {
-                    d.busy as f64 / d.total as f64
-                } else {
-                    0.0
-                });
-                s.cpu_us_per_handshake = cpu::us_per(busy, s.handshakes.unwrap_or(handshakes));
-            }
-        }
-        Some(s)
-    } else {
-        None
-    };
+    let server = (cfg.server_stats.is_some() || cfg.server_cpu.is_some()).then(|| {
+        ServerReport::from_window(
+            (before_server.as_ref(), after_server.as_ref()),
+            cfg.server_cpu,
+            (before.server_cpu, after.server_cpu),
+            cpu::clock_ticks_per_sec(),
+            wall,
+            Some(handshakes),
+        )
+    });
     let open_loop = schedule.map(|s| {
         let p = sh.punctuality.lock().map(|p| p.clone()).unwrap_or_default();
         OpenLoopReport {

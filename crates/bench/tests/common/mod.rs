@@ -134,3 +134,34 @@ pub fn bench(args: &[&str], limit: Duration) -> Run {
 pub fn path_str(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
 }
+
+/// A fake admin endpoint: each GET returns the next page of `pages` (the last one repeats).
+pub fn fake_stats(pages: Vec<String>) -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for (i, s) in l.incoming().enumerate() {
+            let Ok(mut s) = s else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let body = &pages[i.min(pages.len() - 1)];
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// A stats page with one listener's handshake, session_reused and X25519 counters.
+pub fn page(handshakes: u64, reused: u64) -> String {
+    format!(
+        "listener.127.0.0.1_1.ssl.handshake: {handshakes}\n\
+         listener.127.0.0.1_1.ssl.session_reused: {reused}\n\
+         listener.127.0.0.1_1.ssl.curves.X25519: {handshakes}\n\
+         cluster.x.ssl.handshake: 5\n"
+    )
+}

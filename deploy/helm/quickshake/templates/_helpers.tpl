@@ -67,16 +67,20 @@ private_key_provider:
     private_key: { filename: {{ $key }} }
     poll_delay: {{ $p.cryptomb.pollDelay }}
 {{- else if eq $p.name "batching" }}
-{{- /* engine and batching are checked by quickshake itself (--mode validate), which knows its engines. */}}
-private_key_provider:
-  provider_name: quickshake.batching
-  fallback: {{ $p.batching.fallback }}
-  typed_config:
-    "@type": type.googleapis.com/quickshake.private_key_providers.v1.BatchingConfig
-    private_key: { filename: {{ $key }} }
-    poll_delay: {{ $p.batching.pollDelay }}
-    engine: {{ $p.batching.engine }}
-    batching: {{ $p.batching.batching }}
+{{- /* engine and batching are checked by quickshake itself (--mode validate), which knows its engines.
+The block is files/batching-provider.yaml, its one copy: bench/, scripts/quickstart and the tests
+fill in the same ${...} fields. */}}
+{{- $block := .Files.Get "files/batching-provider.yaml" }}
+{{- if not $block }}
+{{- fail "files/batching-provider.yaml is missing from the chart" }}
+{{- end }}
+{{ $block
+  | replace "${fallback}" (toString $p.batching.fallback)
+  | replace "${private_key}" (printf "{ filename: %s }" $key)
+  | replace "${poll_delay}" (toString $p.batching.pollDelay)
+  | replace "${engine}" (toString $p.batching.engine)
+  | replace "${batching}" (toString $p.batching.batching)
+  | trim }}
 {{- else }}
 {{- fail (printf "privateKeyProvider.name must be inline, cryptomb or batching (got %q)" $p.name) }}
 {{- end }}
