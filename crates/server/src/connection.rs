@@ -177,7 +177,7 @@ async fn serve_chain<S>(
             return;
         }
         Ok(Err(e)) => {
-            record_handshake_failure(listener, &e);
+            stats.ssl.record_failure(&e);
             tracing::debug!(%peer, error = %e, "TLS handshake failed");
             return;
         }
@@ -335,21 +335,6 @@ async fn read_proxy_header<R: AsyncRead + Unpin>(
                 return Ok((source, rest));
             }
         }
-    }
-}
-
-/// Count a failed handshake: always `ssl.connection_error`, plus Envoy's client-certificate
-/// reasons when verification failed.
-fn record_handshake_failure<S>(listener: &ListenerShared, e: &tokio_boring::HandshakeError<S>) {
-    let ssl = &listener.stats.ssl;
-    ssl.connection_error.inc();
-    let text = e.to_string();
-    if text.contains("PEER_DID_NOT_RETURN_A_CERTIFICATE") {
-        ssl.fail_verify_no_cert.inc();
-    } else if e.ssl().is_some_and(|s| s.verify_result().is_err())
-        || text.contains("CERTIFICATE_VERIFY_FAILED")
-    {
-        ssl.fail_verify_error.inc();
     }
 }
 

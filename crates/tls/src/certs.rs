@@ -1,12 +1,16 @@
 //! Loading certificate chains and keys from Envoy `DataSource`s, with errors that name the
-//! config field and the file, and the facts `/certs` shows about each loaded certificate.
+//! config field and the file, and the facts `/certs` shows about each loaded certificate; and
+//! the PEM parsing both directions share: a certificate chain ([`chain_from_pem`]) and a trust
+//! store of CA certificates ([`ca_store_from_pem`]).
 
+use boring::error::ErrorStack;
 use boring::nid::Nid;
 use boring::pkey::{Id, PKey, Private, Public};
+use boring::x509::store::{X509Store, X509StoreBuilder};
 use boring::x509::X509;
 use quickshake_config::{read_data_source, DataSource};
 
-use crate::TlsError;
+use crate::error::TlsError;
 
 /// A loaded certificate chain (leaf first).
 pub struct CertChain {
@@ -56,6 +60,53 @@ impl CertInfo {
     }
 }
 
+/// Why PEM data gave no usable certificates. Callers add the field or context.
+#[derive(Debug, thiserror::Error)]
+pub enum PemError {
+    /// BoringSSL could not parse the data as PEM certificates.
+    #[error("not PEM certificates: {0}")]
+    Parse(#[source] ErrorStack),
+    /// The data parsed but holds no certificate.
+    #[error("no certificate found in PEM data")]
+    NoCertificate,
+    /// BoringSSL could not build the trust store from the certificates.
+    #[error("building the trust store: {0}")]
+    Store(#[source] ErrorStack),
+}
+
+/// A certificate chain parsed from PEM, leaf first.
+pub struct PemChain {
+    pub leaf: X509,
+    pub intermediates: Vec<X509>,
+}
+
+/// Parse a PEM certificate chain (leaf first); it must hold at least one certificate.
+pub fn chain_from_pem(pem: &[u8]) -> Result<PemChain, PemError> {
+    let mut certs = X509::stack_from_pem(pem)
+        .map_err(PemError::Parse)?
+        .into_iter();
+    let leaf = certs.next().ok_or(PemError::NoCertificate)?;
+    Ok(PemChain {
+        leaf,
+        intermediates: certs.collect(),
+    })
+}
+
+/// A trust store holding exactly the CA certificates of a PEM bundle, which must hold at least
+/// one (an empty store would refuse every peer). Used to verify clients (the server's mTLS)
+/// and servers (upstream TLS) alike.
+pub fn ca_store_from_pem(pem: &[u8]) -> Result<X509Store, PemError> {
+    let cas = X509::stack_from_pem(pem).map_err(PemError::Parse)?;
+    if cas.is_empty() {
+        return Err(PemError::NoCertificate);
+    }
+    let mut store = X509StoreBuilder::new().map_err(PemError::Store)?;
+    for ca in cas {
+        store.add_cert(ca).map_err(PemError::Store)?;
+    }
+    Ok(store.build())
+}
+
 /// A file name for messages: the path, or `<inline>` for inline data.
 pub fn source_name(ds: &DataSource) -> String {
     match ds {
@@ -73,16 +124,17 @@ pub fn load_chain(ds: &DataSource, field: &str) -> Result<CertChain, TlsError> {
         file: file.clone(),
         reason,
     };
-    let mut certs =
-        X509::stack_from_pem(&pem).map_err(|e| bad(format!("not a PEM certificate chain: {e}")))?;
-    if certs.is_empty() {
-        return Err(bad("no certificate found in PEM data".into()));
-    }
-    let leaf = certs.remove(0);
+    let PemChain {
+        leaf,
+        intermediates,
+    } = chain_from_pem(&pem).map_err(|e| match e {
+        PemError::Parse(e) => bad(format!("not a PEM certificate chain: {e}")),
+        other => bad(other.to_string()),
+    })?;
     let info = cert_info(&leaf, &file).map_err(|e| bad(format!("unreadable certificate: {e}")))?;
     Ok(CertChain {
         leaf,
-        intermediates: certs,
+        intermediates,
         info,
     })
 }
@@ -184,5 +236,48 @@ fn fmt_ip(raw: &[u8]) -> String {
             std::net::Ipv6Addr::from(b).to_string()
         }
         _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::cert;
+
+    #[test]
+    fn ca_store_takes_a_bundle() {
+        let mut bundle = cert("client-ca.cert.pem");
+        bundle.extend_from_slice(&cert("rsa2048.cert.pem"));
+        ca_store_from_pem(&bundle).expect("two CAs");
+    }
+
+    #[test]
+    fn ca_store_rejects_pem_without_a_certificate() {
+        for pem in [&b""[..], b"not a pem", &cert("client.key.pem")] {
+            assert!(
+                matches!(ca_store_from_pem(pem), Err(PemError::NoCertificate)),
+                "{:?}",
+                String::from_utf8_lossy(pem)
+            );
+        }
+        let broken = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        assert!(matches!(ca_store_from_pem(broken), Err(PemError::Parse(_))));
+    }
+
+    #[test]
+    fn chain_is_leaf_first() {
+        let mut pem = cert("client.cert.pem");
+        pem.extend_from_slice(&cert("client-ca.cert.pem"));
+        let chain = chain_from_pem(&pem).expect("chain");
+        let leaf = X509::from_pem(&cert("client.cert.pem")).expect("leaf");
+        assert_eq!(
+            chain.leaf.to_der().expect("der"),
+            leaf.to_der().expect("der")
+        );
+        assert_eq!(chain.intermediates.len(), 1);
+        assert!(matches!(
+            chain_from_pem(b"nothing"),
+            Err(PemError::NoCertificate)
+        ));
     }
 }

@@ -10,13 +10,14 @@ use boring::ssl::{
     AlpnError, ClientHello, ExtensionType, SelectCertError, Ssl, SslContext, SslContextBuilder,
     SslMethod, SslOptions, SslSessionCacheMode, SslVerifyMode, SslVersion,
 };
-use boring::x509::store::X509StoreBuilder;
-use boring::x509::X509;
 use quickshake_config::{read_data_source, DownstreamTls, TlsCertificate, TlsVersion};
 use quickshake_keyprovider::{KeySetup, Providers};
 
-use crate::certs::{load_chain, load_key, source_name, CertInfo, KeyKind};
-use crate::TlsError;
+use crate::alpn::select_alpn;
+use crate::certs::{
+    ca_store_from_pem, load_chain, load_key, source_name, CertInfo, KeyKind, PemError,
+};
+use crate::error::TlsError;
 
 /// Envoy's default downstream cipher list for TLS 1.2 (TLS 1.3 suites are not configurable).
 pub const DEFAULT_CIPHERS: &str = "[ECDHE-ECDSA-AES128-GCM-SHA256|ECDHE-ECDSA-CHACHA20-POLY1305]:\
@@ -226,23 +227,6 @@ fn configure_alpn(b: &mut SslContextBuilder, protocols: &[String]) {
     });
 }
 
-/// Server preference, as Envoy does: the first of ours the client offers. Returns the slice of
-/// the client's wire-format list (length-prefixed protocols).
-pub fn select_alpn<'c>(ours: &[Vec<u8>], client: &'c [u8]) -> Option<&'c [u8]> {
-    let mut offered = Vec::new();
-    let mut rest = client;
-    while let Some((&len, tail)) = rest.split_first() {
-        let len = usize::from(len);
-        if tail.len() < len {
-            break;
-        }
-        offered.push(&tail[..len]);
-        rest = &tail[len..];
-    }
-    ours.iter()
-        .find_map(|p| offered.iter().find(|o| **o == p.as_slice()).copied())
-}
-
 fn configure_resumption(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Result<(), TlsError> {
     b.set_session_id_context(b"quickshake")
         .map_err(|e| TlsError::Ssl {
@@ -277,22 +261,23 @@ fn configure_client_auth(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Resu
         tls.path
     );
     let pem = read_data_source(ca, &field)?;
-    let cas = X509::stack_from_pem(&pem).map_err(|e| TlsError::File {
-        field: field.clone(),
-        file: source_name(ca),
-        reason: format!("not a PEM certificate list: {e}"),
-    })?;
-    let mut store = X509StoreBuilder::new().map_err(|e| TlsError::Ssl {
-        field: field.clone(),
-        source: e,
-    })?;
-    for c in cas {
-        store.add_cert(c).map_err(|e| TlsError::Ssl {
+    let store = ca_store_from_pem(&pem).map_err(|e| match e {
+        PemError::Parse(e) => TlsError::File {
+            field: field.clone(),
+            file: source_name(ca),
+            reason: format!("not a PEM certificate list: {e}"),
+        },
+        PemError::NoCertificate => TlsError::File {
+            field: field.clone(),
+            file: source_name(ca),
+            reason: PemError::NoCertificate.to_string(),
+        },
+        PemError::Store(e) => TlsError::Ssl {
             field: field.clone(),
             source: e,
-        })?;
-    }
-    b.set_verify_cert_store(store.build())
+        },
+    })?;
+    b.set_verify_cert_store(store)
         .map_err(|e| TlsError::Ssl { field, source: e })?;
     let mode = if tls.require_client_certificate {
         SslVerifyMode::PEER | SslVerifyMode::FAIL_IF_NO_PEER_CERT

@@ -1,7 +1,16 @@
-//! The one home of quickshake's BoringSSL glue: server `SSL_CTX`s built from Envoy's
-//! `DownstreamTlsContext` (certificates, versions, ciphers, groups, ALPN, mTLS, resumption),
-//! certificate selection per ClientHello, SNI reading for filter-chain selection, and Envoy's
-//! `ssl.*` handshake statistics.
+//! The one home of quickshake's BoringSSL glue, both directions.
+//!
+//! Server side: `SSL_CTX`s built from Envoy's `DownstreamTlsContext` (certificates, versions,
+//! ciphers, groups, ALPN, mTLS, resumption), certificate selection per ClientHello, SNI reading
+//! for filter-chain selection, and Envoy's `ssl.*` handshake statistics, failures classified
+//! here too ([`HandshakeStats::record_failure`]).
+//!
+//! Client side ([`client`]): the client context of an upstream connection (Envoy's
+//! `UpstreamTlsContext`: trusted CAs and verification, SNI, ALPN offer, client certificate) and
+//! the client handshake ([`ClientTls::connect`]); `quickshake-upstream` only dials and counts.
+//!
+//! What both directions need exists once: the trust store from PEM ([`ca_store_from_pem`]),
+//! the certificate chain parser ([`chain_from_pem`]) and ALPN's wire format ([`alpn`]).
 //!
 //! It must not own sockets, workers or HTTP, and it never computes with private keys itself:
 //! an in-process key goes to BoringSSL, a provider-held key goes to `quickshake-keyprovider`.
@@ -9,37 +18,23 @@
 //! wrap), marked `// SAFETY:`.
 #![deny(unsafe_code)]
 
+pub mod alpn;
 pub mod certs;
+pub mod client;
 /// Re-exported from `quickshake-wire`, where the parser lives (no BoringSSL, fuzzed).
 pub use quickshake_wire::client_hello;
 pub mod context;
+mod error;
 pub mod handshake_stats;
+#[cfg(test)]
+mod test_support;
 #[allow(unsafe_code)]
 mod tickets;
 
-pub use certs::{CertInfo, KeyKind};
+pub use alpn::{encode_alpn, select_alpn, BadAlpnProtocol};
+pub use certs::{ca_store_from_pem, chain_from_pem, CertInfo, KeyKind, PemChain, PemError};
+pub use client::{ClientHandshakeError, ClientTls, ClientTlsError, ClientTlsOptions};
 pub use context::{build_chain_tls, ChainTls, LoadedCert};
+pub use error::TlsError;
 pub use handshake_stats::HandshakeStats;
 pub use tickets::boringssl_ticket_key;
-
-/// Errors building TLS contexts. Each names the config field and, for files, the file.
-#[derive(Debug, thiserror::Error)]
-pub enum TlsError {
-    #[error(transparent)]
-    Config(#[from] quickshake_config::ConfigError),
-    #[error("{field}: {file}: {reason}")]
-    File {
-        field: String,
-        file: String,
-        reason: String,
-    },
-    #[error("{field}: {reason}")]
-    Invalid { field: String, reason: String },
-    #[error("{field}: BoringSSL error: {source}")]
-    Ssl {
-        field: String,
-        source: boring::error::ErrorStack,
-    },
-    #[error(transparent)]
-    Provider(#[from] quickshake_keyprovider::ProviderError),
-}

@@ -8,7 +8,7 @@
 use boring::ssl::SslContextBuilder;
 use quickshake_config::{read_data_source, DownstreamTls};
 
-use crate::TlsError;
+use crate::error::TlsError;
 
 const ENVOY_KEY_LEN: usize = 80;
 

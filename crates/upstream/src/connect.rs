@@ -1,5 +1,6 @@
-//! Opening upstream connections: TCP (`TCP_NODELAY`), optional TLS, the
-//! connect timeout, connection stats, and the stream type handed out.
+//! Opening upstream connections: TCP (`TCP_NODELAY`), optional TLS (the
+//! handshake is `quickshake-tls`'s [`ClientTls`]), the connect timeout,
+//! connection stats, and the stream type handed out.
 
 use std::io;
 use std::net::SocketAddr;
@@ -8,10 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use boring::pkey::PKey;
-use boring::ssl::{SslConnector, SslMethod, SslVerifyMode};
-use boring::x509::store::X509StoreBuilder;
-use boring::x509::X509;
+use quickshake_tls::ClientTls;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_boring::SslStream;
@@ -21,118 +19,31 @@ use crate::error::{OverflowKind, UpstreamError};
 use crate::spec::{Protocol, UpstreamTlsSpec};
 use crate::stats::ClusterStats;
 
-/// A cluster's client TLS configuration, built once.
-pub(crate) struct TlsConnector {
-    connector: SslConnector,
-    sni: Option<String>,
-    verify: bool,
-}
-
-impl TlsConnector {
-    pub(crate) fn new(
-        cluster: &str,
-        spec: &UpstreamTlsSpec,
-        protocol: Protocol,
-    ) -> Result<Self, UpstreamError> {
-        let err = |what: &str, e: boring::error::ErrorStack| UpstreamError::Config {
-            cluster: cluster.to_owned(),
-            reason: format!("upstream TLS {what}: {e}"),
-        };
-        let mut b = SslConnector::builder(SslMethod::tls()).map_err(|e| err("context", e))?;
-        let verify = match &spec.trusted_ca_pem {
-            Some(pem) => {
-                let cas = X509::stack_from_pem(pem).map_err(|e| err("trusted_ca", e))?;
-                if cas.is_empty() {
-                    return Err(UpstreamError::Config {
-                        cluster: cluster.to_owned(),
-                        reason: "upstream TLS trusted_ca holds no certificate".into(),
-                    });
-                }
-                let mut store = X509StoreBuilder::new().map_err(|e| err("trust store", e))?;
-                for ca in cas {
-                    store.add_cert(ca).map_err(|e| err("trusted_ca", e))?;
-                }
-                // Replaces the default store: only the configured CAs are trusted.
-                b.set_cert_store(store.build());
-                b.set_verify(SslVerifyMode::PEER);
-                true
-            }
-            None => {
-                b.set_verify(SslVerifyMode::NONE);
-                false
-            }
-        };
-        let mut alpn = spec.alpn.clone();
-        if alpn.is_empty() && protocol == Protocol::Http2 {
-            alpn.push("h2".into());
-        }
-        if !alpn.is_empty() {
-            let mut wire = Vec::new();
-            for p in &alpn {
-                let len = u8::try_from(p.len())
-                    .ok()
-                    .filter(|l| *l > 0)
-                    .ok_or_else(|| UpstreamError::Config {
-                        cluster: cluster.to_owned(),
-                        reason: format!("bad ALPN protocol {p:?}"),
-                    })?;
-                wire.push(len);
-                wire.extend_from_slice(p.as_bytes());
-            }
-            b.set_alpn_protos(&wire).map_err(|e| err("ALPN", e))?;
-        }
-        match (&spec.client_cert_pem, &spec.client_key_pem) {
-            (Some(cert), Some(key)) => {
-                let chain = X509::stack_from_pem(cert).map_err(|e| err("client certificate", e))?;
-                let mut chain = chain.into_iter();
-                let leaf = chain.next().ok_or_else(|| UpstreamError::Config {
-                    cluster: cluster.to_owned(),
-                    reason: "upstream TLS client certificate PEM holds no certificate".into(),
-                })?;
-                b.set_certificate(&leaf)
-                    .map_err(|e| err("client certificate", e))?;
-                for c in chain {
-                    b.add_extra_chain_cert(c)
-                        .map_err(|e| err("client chain", e))?;
-                }
-                let pkey = PKey::private_key_from_pem(key).map_err(|e| err("client key", e))?;
-                b.set_private_key(&pkey).map_err(|e| err("client key", e))?;
-                b.check_private_key()
-                    .map_err(|e| err("client key mismatch", e))?;
-            }
-            (None, None) => {}
-            _ => {
-                return Err(UpstreamError::Config {
-                    cluster: cluster.to_owned(),
-                    reason: "upstream TLS client certificate and key go together".into(),
-                })
-            }
-        }
-        Ok(TlsConnector {
-            connector: b.build(),
-            sni: spec.sni.clone().filter(|s| !s.is_empty()),
-            verify,
+/// A cluster's client TLS context, built once by `quickshake-tls`. An HTTP/2 cluster that
+/// lists no ALPN protocol offers `h2`.
+pub(crate) fn client_tls(
+    cluster: &str,
+    spec: &UpstreamTlsSpec,
+    protocol: Protocol,
+) -> Result<ClientTls, UpstreamError> {
+    let built = if spec.alpn.is_empty() && protocol == Protocol::Http2 {
+        ClientTls::new(&UpstreamTlsSpec {
+            alpn: vec!["h2".into()],
+            ..spec.clone()
         })
-    }
-
-    async fn handshake(&self, tcp: TcpStream) -> Result<SslStream<TcpStream>, UpstreamError> {
-        let mut cfg = self
-            .connector
-            .configure()
-            .map_err(|e| UpstreamError::Tls(e.to_string()))?;
-        cfg.set_use_server_name_indication(self.sni.is_some());
-        cfg.set_verify_hostname(self.verify && self.sni.is_some());
-        let domain = self.sni.as_deref().unwrap_or("");
-        tokio_boring::connect(cfg, domain, tcp)
-            .await
-            .map_err(|e| UpstreamError::Tls(e.to_string()))
-    }
+    } else {
+        ClientTls::new(spec)
+    };
+    built.map_err(|e| UpstreamError::Config {
+        cluster: cluster.to_owned(),
+        reason: e.to_string(),
+    })
 }
 
 /// Everything a connection attempt needs, shared by the cluster.
 pub(crate) struct Connector {
     pub(crate) timeout: Duration,
-    pub(crate) tls: Option<TlsConnector>,
+    pub(crate) tls: Option<ClientTls>,
     pub(crate) breakers: Arc<Breakers>,
     pub(crate) stats: ClusterStats,
 }
@@ -155,7 +66,11 @@ impl Connector {
             tcp.set_nodelay(true)
                 .map_err(|source| UpstreamError::ConnectFailed { addr, source })?;
             Ok::<_, UpstreamError>(match &self.tls {
-                Some(tls) => Io::Tls(Box::new(tls.handshake(tcp).await?)),
+                Some(tls) => Io::Tls(Box::new(
+                    tls.connect(tcp)
+                        .await
+                        .map_err(|e| UpstreamError::Tls(e.to_string()))?,
+                )),
                 None => Io::Tcp(tcp),
             })
         };

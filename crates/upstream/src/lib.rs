@@ -1,12 +1,17 @@
 //! `quickshake-upstream` owns upstream clusters: endpoint discovery (static,
 //! STRICT_DNS, LOGICAL_DNS), load balancing (round robin, least request),
 //! per-worker connection pools (HTTP/1.1 keep-alive, one shared HTTP/2
-//! connection per endpoint), circuit breakers, upstream TLS (BoringSSL), and
-//! cluster stats under Envoy's names (`cluster.<name>.upstream_rq_200`, ...).
+//! connection per endpoint), circuit breakers, the TCP connect and its timeout,
+//! and cluster stats under Envoy's names (`cluster.<name>.upstream_rq_200`, ...).
 //! It must not parse config (the caller maps config into [`ClusterSpec`]),
 //! route requests (retries and timeouts are the router's; it charges
 //! `upstream_rq_retry`/`upstream_rq_timeout` on [`Cluster::stats`]), or touch
 //! downstream connections.
+//!
+//! Upstream TLS has no BoringSSL glue here: the client context and handshake
+//! are `quickshake-tls`'s `ClientTls` (built from [`UpstreamTlsSpec`], which is
+//! `quickshake_tls::ClientTlsOptions`); this crate holds the resulting
+//! `tokio_boring` stream in [`UpstreamStream`].
 //!
 //! Threading: a [`ClusterManager`] is shared by all workers. Connections are
 //! pooled per worker thread (keyed by `ThreadId`, see the `pool` module), so
@@ -41,7 +46,7 @@ pub use spec::{ClusterSpec, Discovery, LbPolicy, Limits, Protocol, UpstreamTlsSp
 pub use stats::ClusterStats;
 
 use breaker::Breakers;
-use connect::{Connector, TlsConnector};
+use connect::Connector;
 use hosts::HostSet;
 use pool::Pools;
 
@@ -129,7 +134,7 @@ impl Cluster {
         let tls = spec
             .tls
             .as_ref()
-            .map(|t| TlsConnector::new(&spec.name, t, spec.protocol))
+            .map(|t| connect::client_tls(&spec.name, t, spec.protocol))
             .transpose()?;
         let hosts = HostSet::new(
             &spec.name,

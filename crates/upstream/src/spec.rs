@@ -1,6 +1,5 @@
 //! The input types: what a cluster is, already parsed and validated by the caller.
 
-use std::fmt;
 use std::time::Duration;
 
 /// One upstream cluster (Envoy's `Cluster`), as the config layer hands it over.
@@ -90,42 +89,7 @@ pub enum Protocol {
     Http2,
 }
 
-/// Envoy's `UpstreamTlsContext`, reduced to what the gateway supports.
-///
-/// Without `trusted_ca` the server certificate is **not verified**, like Envoy
-/// without a `validation_context`. With it, the chain must lead to one of these
-/// CAs (and only these: the system trust store is not consulted), and when `sni`
-/// is set the certificate must also match `sni` as a host name (Envoy's
-/// `auto_sni_san_validation`).
-#[derive(Clone, Default)]
-pub struct UpstreamTlsSpec {
-    /// Server name sent in the ClientHello; none when absent or an IP literal.
-    pub sni: Option<String>,
-    /// PEM bundle of trusted CA certificates.
-    pub trusted_ca_pem: Option<Vec<u8>>,
-    /// ALPN protocols offered, e.g. `["h2", "http/1.1"]`. For an HTTP/2 cluster
-    /// an empty list offers `h2`.
-    pub alpn: Vec<String>,
-    /// PEM client certificate chain (leaf first), with `client_key_pem`.
-    pub client_cert_pem: Option<Vec<u8>>,
-    /// PEM private key of the client certificate.
-    pub client_key_pem: Option<Vec<u8>>,
-}
-
-impl fmt::Debug for UpstreamTlsSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("UpstreamTlsSpec")
-            .field("sni", &self.sni)
-            .field(
-                "trusted_ca_pem",
-                &self.trusted_ca_pem.as_ref().map(|v| v.len()),
-            )
-            .field("alpn", &self.alpn)
-            .field("client_cert_pem", &self.client_cert_pem.is_some())
-            .field(
-                "client_key_pem",
-                &self.client_key_pem.as_ref().map(|_| "<redacted>"),
-            )
-            .finish()
-    }
-}
+/// Envoy's `UpstreamTlsContext`, reduced to what the gateway supports: `quickshake-tls`'s
+/// client options, under the name clusters have always used. For an HTTP/2 cluster an empty
+/// `alpn` offers `h2`.
+pub use quickshake_tls::ClientTlsOptions as UpstreamTlsSpec;
