@@ -10,9 +10,9 @@ the recorded groups too if this script dies hard).
 The server's counters (`/stats`), the CPUs' busy ticks (`/proc/stat`) and the CPU model and
 flags (keyprovider's cpu_info()) are read by quickshake-bench alone: its own runs report them,
 `quickshake-bench observe` reads them around fortio and for the background load,
-`quickshake-bench cpu-info` prints the CPU. This script reads what they report, plus what
-nothing else reads: the server's process-group CPU (`/proc/PID/stat`) and the CPU's family,
-model and stepping (cpu_ids).
+`quickshake-bench cpu-info` prints the CPU (model, family/model number/stepping, flags). This
+script reads what they report, plus what nothing else reads: the server's process-group CPU
+(`/proc/PID/stat`).
 """
 import argparse
 import datetime
@@ -492,24 +492,11 @@ def background(bench, seconds=1):
     return {k: round(v, 3) for k, v in obs["cpu_busy"].items()}
 
 
-def cpu_ids():
-    """cpu family, model and stepping of the first CPU: the one thing read from /proc/cpuinfo
-    here, because keyprovider's CpuInfo (quickshake-bench cpu-info) does not have them yet."""
-    ids = {}
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            if k.strip() in ("cpu family", "model", "stepping"):
-                ids.setdefault(k.strip(), v.strip())
-    return ids
-
-
 def meta(args, bins):
     try:
         cpu = json.loads(sh(f"{bins['bench']} cpu-info --json"))
     except ValueError:
         cpu = {}
-    ids = cpu_ids()
     flags = set(cpu.get("flags") or [])
     crypto = [x for x in ("aes", "vaes", "pclmulqdq", "vpclmulqdq", "sha_ni", "adx", "bmi2", "avx2",
                           "avx512f", "avx512ifma", "avx_ifma", "gfni") if x in flags]
@@ -527,8 +514,8 @@ def meta(args, bins):
         "type": "meta", "profile": args.profile,
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "host": platform.node(), "kernel": platform.release(),
-        "cpu": {"model": cpu.get("model"), "family": ids.get("cpu family"),
-                "model_number": ids.get("model"), "stepping": ids.get("stepping"),
+        "cpu": {"model": cpu.get("model"), "family": cpu.get("family"),
+                "model_number": cpu.get("model_number"), "stepping": cpu.get("stepping"),
                 "nproc": os.cpu_count(), "crypto_flags": crypto},
         "doctor": doctor,
         "versions": {

@@ -30,11 +30,15 @@ pub fn header(info: &CpuInfo) -> String {
     format!("cpu: {}\nflags: {flags}\n", info.model)
 }
 
-/// Everything [`CpuInfo`] has: `model`, `vendor`, `processors` and every flag.
+/// Everything [`CpuInfo`] has: `model`, `vendor`, family/model number/stepping, `processors`
+/// and every flag.
 pub fn to_json(info: &CpuInfo) -> Value {
     json!({
         "model": info.model,
         "vendor": info.vendor,
+        "family": info.family,
+        "model_number": info.model_number,
+        "stepping": info.stepping,
         "processors": info.processors,
         "flags": info.flags,
     })

@@ -163,6 +163,11 @@ pub struct CpuInfo {
     pub model: String,
     /// `vendor_id` (`GenuineIntel`, `AuthenticAMD`).
     pub vendor: Option<String>,
+    /// `cpu family`, `model` and `stepping` of the first CPU (e.g. AMD family 25 model 17 is
+    /// Zen 4), as /proc/cpuinfo writes them.
+    pub family: Option<String>,
+    pub model_number: Option<String>,
+    pub stepping: Option<String>,
     /// `flags` of the first CPU.
     pub flags: Vec<String>,
     /// Number of `processor` entries (CPUs online).
@@ -181,6 +186,9 @@ impl CpuInfo {
         CpuInfo {
             model: field("model name").unwrap_or_else(|| "unknown".into()),
             vendor: field("vendor_id"),
+            family: field("cpu family"),
+            model_number: field("model"),
+            stepping: field("stepping"),
             flags: field("flags")
                 .map(|f| f.split_whitespace().map(str::to_string).collect())
                 .unwrap_or_default(),
@@ -303,10 +311,14 @@ mod ranking_tests {
 
     #[test]
     fn cpuinfo_fields_are_read() {
-        let text = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC\n\
+        let text = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n\
+                    model name\t: AMD EPYC\nstepping\t: 1\n\
                     flags\t\t: fpu avx2 adx\n\nprocessor\t: 1\nflags\t\t: fpu\n";
         let c = CpuInfo::parse(text);
         assert_eq!(c.model, "AMD EPYC");
+        assert_eq!(c.family.as_deref(), Some("25"));
+        assert_eq!(c.model_number.as_deref(), Some("17"));
+        assert_eq!(c.stepping.as_deref(), Some("1"));
         assert_eq!(c.vendor.as_deref(), Some("AuthenticAMD"));
         assert!(c.has("avx2") && c.has("adx") && !c.has("avx512f"));
         assert_eq!(c.processors, 2);
