@@ -45,7 +45,8 @@ use core::cell::RefCell;
 
 use crate::bigint::{from_radix, to_radix};
 use crate::engine::{ExpJob, LaneEngine, WINDOW};
-use crate::Avx2Token;
+use crate::m256::{from_vec, to_vec};
+use crate::token::Avx2Token;
 
 const BITS: u32 = 28;
 const MASK: u64 = (1 << BITS) - 1;
@@ -83,19 +84,6 @@ impl<const N: usize, const N2: usize> Avx2Engine<N, N2> {
 pub(crate) struct Avx2Ctx<const N: usize> {
     n: Num<N>,
     k0: W,
-}
-
-#[inline]
-pub(crate) fn to_vec(x: [u64; 4]) -> __m256i {
-    // SAFETY: `[u64; 4]` and `__m256i` are both 32 bytes of plain integer
-    // data; every bit pattern is valid for both.
-    unsafe { core::mem::transmute::<[u64; 4], __m256i>(x) }
-}
-
-#[inline]
-pub(crate) fn from_vec(x: __m256i) -> [u64; 4] {
-    // SAFETY: as in `to_vec`.
-    unsafe { core::mem::transmute::<__m256i, [u64; 4]>(x) }
 }
 
 /// Both groups' lanes of `x[0..8]`.

@@ -50,10 +50,10 @@
 
 use core::arch::x86_64::*;
 
-use crate::avx2::{from_vec, to_vec};
 use crate::bigint::{from_radix, to_radix};
 use crate::engine::{ExpJob, LaneEngine};
-use crate::FmaToken;
+use crate::m256::{from_vec, to_vec};
+use crate::token::FmaToken;
 
 const BITS: u32 = 50;
 const MASK: u64 = (1 << BITS) - 1;

@@ -13,7 +13,7 @@ use core::arch::x86_64::*;
 
 use crate::bigint::{from_radix, to_radix};
 use crate::engine::{ExpJob, LaneEngine};
-use crate::IfmaToken;
+use crate::token::IfmaToken;
 
 const BITS: u32 = 52;
 const MASK: u64 = (1 << BITS) - 1;

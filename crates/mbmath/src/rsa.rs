@@ -2,12 +2,15 @@
 
 use core::fmt;
 
+use crate::backend::Backend;
 use crate::bigint::{
     add_into, bit_len_vartime, from_be_bytes, lt_vartime, mod_add, mod_exp_public_vartime, mod_sub,
     mont_mul_into, mul_into, neg_inv_u64, pow2_mod, reduce_once, to_be_bytes, wipe, MAX_LIMBS,
 };
+use crate::dispatch::with_engine;
 use crate::engine::{run_jobs, ExpJob};
-use crate::{with_engine, Backend, BackendKind, MathError};
+use crate::error::MathError;
+use crate::kind::BackendKind;
 
 /// Per-prime precomputation.
 struct PrimeData {

@@ -1,0 +1,33 @@
+//! The crate's error type.
+
+use core::fmt;
+
+use crate::kind::BackendKind;
+
+/// Errors of this crate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MathError {
+    /// Key components are malformed or inconsistent.
+    InvalidKey(&'static str),
+    /// The key or operand size is not supported.
+    Unsupported(&'static str),
+    /// The input is not smaller than the modulus (or longer than it).
+    InputOutOfRange,
+    /// The requested backend cannot run on this CPU.
+    BackendUnavailable(BackendKind),
+}
+
+impl fmt::Display for MathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MathError::InvalidKey(why) => write!(f, "invalid RSA key: {why}"),
+            MathError::Unsupported(why) => write!(f, "unsupported: {why}"),
+            MathError::InputOutOfRange => write!(f, "input is not smaller than the modulus"),
+            MathError::BackendUnavailable(k) => {
+                write!(f, "backend {k} is not available on this CPU")
+            }
+        }
+    }
+}
+
+impl std::error::Error for MathError {}
