@@ -458,3 +458,7 @@ async fn serve_http<S>(
     stats.downstream_cx_active.dec();
     stats.downstream_cx_destroy.inc();
 }
+
+#[cfg(test)]
+#[path = "connection_tests.rs"]
+mod tests;
