@@ -38,10 +38,13 @@ pub struct Cli {
     /// CPU engines compute provider batches on one lower-priority (nice 10) thread per worker
     /// instead of on the worker, so established connections keep low latency during handshake
     /// storms at some cost in handshakes per core. Offload engines always wait off the worker.
+    /// The environment variable takes `1`/`0` (also true/false, yes/no, on/off).
     #[arg(
         long = "batch-threads",
         env = "QUICKSHAKE_BATCH_THREADS",
-        global = true
+        global = true,
+        action = clap::ArgAction::SetTrue,
+        value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub batch_threads: bool,
     /// Engines to treat as absent, comma-separated (`crypto_mb`, `ifma`, `avx2`, `qat`, or

@@ -16,11 +16,12 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::handoff::{self, Movable, Socket};
-use crate::http::{handle_request, ConnInfo, HttpRuntime};
+use crate::http::handle_request;
+use crate::http_runtime::{ConnInfo, HttpRuntime};
 use crate::listener::{ChainRuntime, ListenerShared, Network};
 use crate::prefixed::Prefixed;
+use crate::shared::ServerShared;
 use crate::tcp_proxy;
-use crate::ServerShared;
 use quickshake_wire::proxy_protocol;
 
 /// Entry point for an accepted socket. Accounting (active gauges, destroy counters, length
