@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use crate::support;
-use crate::support::providers::{provider_cert, BATCHING};
+use crate::support::providers::batching_cert;
 use crate::support::tls_client::{closed_loop, connector, ClientOpts};
 use crate::support::upstreams::{tcp_proxy_config, Upstream};
 use crate::support::*;
@@ -107,13 +107,7 @@ fn http1_and_http2_are_served_after_the_hand_off() {
 #[test]
 fn a_provider_key_under_load_loses_nothing() {
     let _lock = support::exclusive();
-    let certs = provider_cert(
-        "rsa2048",
-        "quickshake.batching",
-        BATCHING,
-        &[("engine", "software")],
-        None,
-    );
+    let certs = batching_cert("rsa2048", &[("engine", "software")]);
     let gw = Gateway::start(&direct_response_config(&certs, "", ""), IDLE);
     let done = closed_loop(gw.port, 16, Duration::from_secs(2), &ClientOpts::default())
         .expect("every handshake and request succeeds");

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::support;
-use crate::support::providers::{batching_cert, provider_cert, provider_counter, BATCHING};
+use crate::support::providers::{batching_cert, batching_cert_with, provider_counter};
 use crate::support::tls_client::{connector, handshake, handshake_with, ClientOpts};
 use crate::support::{direct_response_config, eventually, Gateway};
 
@@ -15,13 +15,7 @@ fn fault_gateway(fault: &str, fallback: Option<bool>) -> Gateway {
         ("batching", "adaptive"),
         ("fault", fault),
     ];
-    let cert = provider_cert(
-        "rsa2048",
-        "quickshake.batching",
-        BATCHING,
-        &fields,
-        fallback,
-    );
+    let cert = batching_cert_with("rsa2048", &fields, fallback);
     Gateway::start(
         &direct_response_config(&cert, "", ""),
         &["--concurrency", "1"],

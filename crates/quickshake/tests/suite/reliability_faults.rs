@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use boring::ssl::SslStream;
 
 use crate::support;
-use crate::support::providers::{provider_cert, provider_counter, BATCHING};
+use crate::support::providers::{batching_cert, batching_cert_with, provider_counter};
 use crate::support::tls_client::{closed_loop, connector, handshake_with, ClientOpts};
 use crate::support::*;
 
@@ -27,13 +27,7 @@ fn burst_lines(log: &str) -> usize {
 }
 
 fn fault_cert(cert: &str, fault: &str, fallback: Option<bool>) -> String {
-    provider_cert(
-        cert,
-        "quickshake.batching",
-        BATCHING,
-        &[("engine", "fault"), ("fault", fault)],
-        fallback,
-    )
+    batching_cert_with(cert, &[("engine", "fault"), ("fault", fault)], fallback)
 }
 
 fn fault_gateway(fault: &str, fallback: Option<bool>) -> Gateway {
@@ -430,13 +424,7 @@ fn slow_engine() -> String {
 }
 
 fn software_engine() -> String {
-    provider_cert(
-        "rsa2048",
-        "quickshake.batching",
-        BATCHING,
-        &[("engine", "software")],
-        None,
-    )
+    batching_cert("rsa2048", &[("engine", "software")])
 }
 
 /// The comparison in one run: with idle-class handshakes and the key in a provider, keep-alive

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::support;
-use crate::support::providers::{batching_cert, provider_cert, BATCHING};
+use crate::support::providers::batching_cert;
 use crate::support::*;
 
 /// Everything of one key that must never be printed.
@@ -250,9 +250,8 @@ fn running_gateway_never_shows_the_key() {
         ),
         (
             "batching provider, inline key",
-            format!(
-                "            - certificate_chain: {{ filename: {{{{CERTS}}}}/rsa2048.cert.pem }}\n              private_key_provider:\n                provider_name: quickshake.batching\n                typed_config:\n                  \"@type\": {BATCHING}\n                  private_key: {inline}\n"
-            ),
+            batching_cert("rsa2048", &[])
+                .replace("{ filename: {{CERTS}}/rsa2048.key.pem }", &inline),
         ),
     ];
     for (what, certs) in configs {
@@ -378,7 +377,7 @@ fn rejected_configurations_never_show_the_key() {
             direct_response_config(
                 &format!(
                     "{}                  bogus_field: 1\n",
-                    provider_cert("rsa2048", "quickshake.batching", BATCHING, &[], None).replace(
+                    batching_cert("rsa2048", &[]).replace(
                         "private_key: { filename: {{CERTS}}/rsa2048.key.pem }",
                         &format!("private_key: {inline}")
                     )

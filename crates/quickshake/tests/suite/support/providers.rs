@@ -2,34 +2,51 @@
 
 use super::Gateway;
 
-/// A `tls_certificates` entry whose key is held by a provider.
-pub fn provider_cert(
-    cert: &str,
-    provider_name: &str,
-    type_url: &str,
-    fields: &[(&str, &str)],
-    fallback: Option<bool>,
-) -> String {
-    let mut s = format!(
-        "            - certificate_chain: {{ filename: {{{{CERTS}}}}/{cert}.cert.pem }}\n              private_key_provider:\n                provider_name: {provider_name}\n"
-    );
-    if let Some(f) = fallback {
-        s.push_str(&format!("                fallback: {f}\n"));
+/// The `quickshake.batching` provider block's one copy, shared with the Helm chart, bench/ and
+/// scripts/quickstart (deploy/helm/quickshake/files/README.md).
+const BATCHING_BLOCK: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../deploy/helm/quickshake/files/batching-provider.yaml"
+));
+
+/// A `tls_certificates` entry whose key is held by `quickshake.batching`: the shared block with
+/// `poll_delay`, `engine` and `batching` from `fields` (else the provider's defaults: 0.01s,
+/// auto, adaptive), `fallback` (else false, the default), and the other `fields` (`fault`)
+/// added to its typed_config.
+pub fn batching_cert_with(cert: &str, fields: &[(&str, &str)], fallback: Option<bool>) -> String {
+    let field = |name: &str, default: &'static str| -> String {
+        fields
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map_or(default, |(_, v)| *v)
+            .to_string()
+    };
+    let block = BATCHING_BLOCK
+        .replace(
+            "${private_key}",
+            &format!("{{ filename: {{{{CERTS}}}}/{cert}.key.pem }}"),
+        )
+        .replace("${fallback}", &fallback.unwrap_or(false).to_string())
+        .replace("${poll_delay}", &field("poll_delay", "0.01s"))
+        .replace("${engine}", &field("engine", "auto"))
+        .replace("${batching}", &field("batching", "adaptive"));
+    let mut s =
+        format!("            - certificate_chain: {{ filename: {{{{CERTS}}}}/{cert}.cert.pem }}\n");
+    for line in block.lines() {
+        s.push_str(&format!("              {line}\n"));
     }
-    s.push_str(&format!(
-        "                typed_config:\n                  \"@type\": {type_url}\n                  private_key: {{ filename: {{{{CERTS}}}}/{cert}.key.pem }}\n"
-    ));
-    for (k, v) in fields {
+    for (k, v) in fields
+        .iter()
+        .filter(|(k, _)| !matches!(*k, "poll_delay" | "engine" | "batching"))
+    {
         s.push_str(&format!("                  {k}: {v}\n"));
     }
     s
 }
 
-pub const BATCHING: &str = "type.googleapis.com/quickshake.private_key_providers.v1.BatchingConfig";
-
-/// A `quickshake.batching` certificate entry.
+/// [`batching_cert_with`] without `fallback`.
 pub fn batching_cert(cert: &str, fields: &[(&str, &str)]) -> String {
-    provider_cert(cert, "quickshake.batching", BATCHING, fields, None)
+    batching_cert_with(cert, fields, None)
 }
 
 /// Per-size batch counts `[size 1, ..., size 8]` of `cryptomb.<class>_queue_sizes`.
