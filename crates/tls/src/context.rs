@@ -10,6 +10,7 @@ use boring::ssl::{
     AlpnError, ClientHello, ExtensionType, SelectCertError, Ssl, SslContext, SslContextBuilder,
     SslMethod, SslOptions, SslSessionCacheMode, SslVerifyMode, SslVersion,
 };
+use boring::x509::store::X509StoreBuilder;
 use quickshake_config::{read_data_source, DownstreamTls, TlsCertificate, TlsVersion};
 use quickshake_keyprovider::{KeySetup, Providers};
 
@@ -261,22 +262,31 @@ fn configure_client_auth(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Resu
         tls.path
     );
     let pem = read_data_source(ca, &field)?;
-    let store = ca_store_from_pem(&pem).map_err(|e| match e {
-        PemError::Parse(e) => TlsError::File {
-            field: field.clone(),
-            file: source_name(ca),
-            reason: format!("not a PEM certificate list: {e}"),
-        },
-        PemError::NoCertificate => TlsError::File {
-            field: field.clone(),
-            file: source_name(ca),
-            reason: PemError::NoCertificate.to_string(),
-        },
-        PemError::Store(e) => TlsError::Ssl {
-            field: field.clone(),
-            source: e,
-        },
-    })?;
+    let store = match ca_store_from_pem(&pem) {
+        Ok(store) => store,
+        // A list with no certificate has always been accepted here (an empty store: every
+        // client certificate fails verification). Refusing it at load, as the upstream side
+        // does, would be a behaviour change of its own.
+        Err(PemError::NoCertificate) => X509StoreBuilder::new()
+            .map(X509StoreBuilder::build)
+            .map_err(|e| TlsError::Ssl {
+                field: field.clone(),
+                source: e,
+            })?,
+        Err(PemError::Parse(e)) => {
+            return Err(TlsError::File {
+                field: field.clone(),
+                file: source_name(ca),
+                reason: format!("not a PEM certificate list: {e}"),
+            })
+        }
+        Err(PemError::Store(e)) => {
+            return Err(TlsError::Ssl {
+                field: field.clone(),
+                source: e,
+            })
+        }
+    };
     b.set_verify_cert_store(store)
         .map_err(|e| TlsError::Ssl { field, source: e })?;
     let mode = if tls.require_client_certificate {
