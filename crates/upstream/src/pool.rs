@@ -1,4 +1,4 @@
-//! Per-worker connection pools and the request path.
+//! Per-worker connection pools.
 //!
 //! Pools are keyed by `std::thread::current().id()`: each worker thread (one
 //! current-thread runtime each) gets its own map `endpoint → pool`, so a pooled
@@ -7,41 +7,26 @@
 //! drops its idle connections. Entries of threads that exit are kept until the
 //! cluster is dropped (workers live as long as the process).
 //!
-//! HTTP/1.1: a LIFO list of idle keep-alive connections per endpoint; a
-//! connection goes back to it when the response body has been read to its end
-//! (a body dropped early closes the connection). HTTP/2: one shared connection
-//! per endpoint, replaced when it closes.
+//! HTTP/1.1: a LIFO list of idle keep-alive connections per endpoint. HTTP/2:
+//! one shared connection per endpoint. The request path (`request`) decides
+//! when a connection is opened, taken and given back.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::task::{Context, Poll};
 use std::thread::ThreadId;
-use std::time::Instant;
 
 use bytes::Bytes;
-use http::uri::{Authority, PathAndQuery, Scheme};
-use http::{Method, Request, Response, Uri};
 use http_body_util::combinators::BoxBody;
-use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::{http1, http2};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
-use crate::breaker::Permit;
-use crate::connect::UpstreamStream;
-use crate::error::{OverflowKind, UpstreamError};
-use crate::hosts::{Host, HostSet};
-use crate::spec::Protocol;
-use crate::stats::ClusterStats;
-use crate::Shared;
+use crate::hosts::HostSet;
 
 /// The request body type [`crate::Cluster::send`] takes.
 pub type RequestBody = BoxBody<Bytes, hyper::Error>;
 
-type H1 = http1::SendRequest<RequestBody>;
-type H2 = http2::SendRequest<RequestBody>;
+pub(crate) type H1 = http1::SendRequest<RequestBody>;
+pub(crate) type H2 = http2::SendRequest<RequestBody>;
 
 #[derive(Default)]
 pub(crate) struct Pools {
@@ -57,18 +42,18 @@ struct WorkerPool {
 #[derive(Default)]
 pub(crate) struct Endpoint {
     idle: Mutex<Vec<H1>>,
-    h2: tokio::sync::Mutex<Option<H2>>,
+    pub(crate) h2: tokio::sync::Mutex<Option<H2>>,
 }
 
 impl Endpoint {
-    fn pop_idle(&self) -> Option<H1> {
+    pub(crate) fn pop_idle(&self) -> Option<H1> {
         self.idle
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop()
     }
 
-    fn push_idle(&self, s: H1) {
+    pub(crate) fn push_idle(&self, s: H1) {
         if !s.is_closed() {
             self.idle
                 .lock()
@@ -80,7 +65,7 @@ impl Endpoint {
 
 impl Pools {
     /// This thread's pool for `addr`, pruning endpoints that left the cluster.
-    fn endpoint(&self, hosts: &HostSet, addr: SocketAddr) -> Arc<Endpoint> {
+    pub(crate) fn endpoint(&self, hosts: &HostSet, addr: SocketAddr) -> Arc<Endpoint> {
         let id = std::thread::current().id();
         let found = self
             .workers
@@ -100,333 +85,5 @@ impl Pools {
             st.0 = generation;
         }
         st.1.entry(addr).or_default().clone()
-    }
-}
-
-/// A request in flight: un-counted when dropped.
-struct RequestGuard {
-    stats: ClusterStats,
-    host: Arc<Host>,
-    start: Instant,
-    _permit: Permit,
-    /// HTTP/1.1 connection to give back once the response is complete.
-    reuse: Option<(Arc<Endpoint>, H1)>,
-    dispatched: bool,
-}
-
-impl RequestGuard {
-    fn new(stats: &ClusterStats, host: Arc<Host>, permit: Permit) -> Self {
-        host.active_rq.fetch_add(1, Ordering::Relaxed);
-        stats.rq_active.inc();
-        RequestGuard {
-            stats: stats.clone(),
-            host,
-            start: Instant::now(),
-            _permit: permit,
-            reuse: None,
-            dispatched: false,
-        }
-    }
-
-    /// Counts `upstream_rq_total` once, when the request is handed to a
-    /// connection (as Envoy does; a request failing to connect is not counted).
-    fn dispatch(&mut self) {
-        if !self.dispatched {
-            self.dispatched = true;
-            self.stats.rq_total.inc();
-        }
-    }
-
-    fn finish(mut self, complete: bool) {
-        self.stats
-            .rq_time
-            .record(self.start.elapsed().as_secs_f64() * 1000.0);
-        if let (true, Some((ep, s))) = (complete, self.reuse.take()) {
-            ep.push_idle(s);
-        }
-    }
-}
-
-impl Drop for RequestGuard {
-    fn drop(&mut self) {
-        self.host.active_rq.fetch_sub(1, Ordering::Relaxed);
-        self.stats.rq_active.dec();
-    }
-}
-
-/// Counts a request waiting for a new connection.
-struct PendingGuard<'a> {
-    stats: &'a ClusterStats,
-    _permit: Permit,
-}
-
-impl Drop for PendingGuard<'_> {
-    fn drop(&mut self) {
-        self.stats.rq_pending_active.dec();
-    }
-}
-
-async fn open_for_request(sh: &Shared, addr: SocketAddr) -> Result<UpstreamStream, UpstreamError> {
-    let permit = sh
-        .breakers
-        .acquire(OverflowKind::PendingRequests, &sh.stats)?;
-    sh.stats.rq_pending_total.inc();
-    sh.stats.rq_pending_active.inc();
-    let _pending = PendingGuard {
-        stats: &sh.stats,
-        _permit: permit,
-    };
-    let r = sh.connector.open(addr).await;
-    if r.is_err() {
-        sh.stats.rq_pending_failure_eject.inc();
-    }
-    r
-}
-
-/// The whole request path of [`crate::Cluster::send`].
-pub(crate) async fn send(
-    sh: &Shared,
-    mut req: Request<RequestBody>,
-) -> Result<Response<UpstreamBody>, UpstreamError> {
-    sh.hosts.ensure_resolved().await;
-    let permit = sh.breakers.acquire(OverflowKind::Requests, &sh.stats)?;
-    let host = sh
-        .hosts
-        .pick(sh.lb)
-        .ok_or(UpstreamError::NoHealthyEndpoint)?;
-    let addr = host.addr;
-    let mut guard = RequestGuard::new(&sh.stats, host, permit);
-    let ep = sh.pools.endpoint(&sh.hosts, addr);
-    let resp = match sh.protocol {
-        Protocol::Http1 => {
-            let got = match send_on_idle(&ep, req, &mut guard).await? {
-                Reuse::Sent(resp, s) => {
-                    guard.reuse = Some((ep.clone(), s));
-                    Ok(resp)
-                }
-                Reuse::Unsent(req) => Err(req),
-            };
-            match got {
-                Ok(resp) => resp,
-                Err(req) => {
-                    let io = TokioIo::new(open_for_request(sh, addr).await?);
-                    let (mut s, conn) = http1::Builder::new()
-                        .handshake(io)
-                        .await
-                        .map_err(UpstreamError::from_hyper)?;
-                    sh.stats.cx_http1_total.inc();
-                    tokio::spawn(async move {
-                        if let Err(e) = conn.with_upgrades().await {
-                            tracing::debug!(error = %e, "upstream HTTP/1.1 connection ended");
-                        }
-                    });
-                    guard.dispatch();
-                    let resp = s
-                        .send_request(req)
-                        .await
-                        .map_err(UpstreamError::from_hyper)?;
-                    guard.reuse = Some((ep.clone(), s));
-                    resp
-                }
-            }
-        }
-        Protocol::Http2 => {
-            to_h2_form(&mut req, sh.connector.tls.is_some(), addr)?;
-            // A shared connection that closed (GOAWAY, idle close) under us
-            // gets one fresh replacement if it never took the request.
-            let mut fresh_tried = false;
-            loop {
-                let mut s = h2_sender(sh, &ep, addr).await?;
-                let unsent = match s.ready().await {
-                    Err(e) => (Some(req), e),
-                    Ok(()) => {
-                        guard.dispatch();
-                        match s.try_send_request(req).await {
-                            Ok(resp) => break resp,
-                            Err(mut e) => (e.take_message(), e.into_error()),
-                        }
-                    }
-                };
-                match unsent {
-                    (Some(r), _) if !fresh_tried && s.is_closed() => {
-                        fresh_tried = true;
-                        req = r;
-                    }
-                    (_, e) => return Err(UpstreamError::from_hyper(e)),
-                }
-            }
-        }
-    };
-    sh.stats.record_response(resp.status().as_u16());
-    let mut resp = resp.map(|inner| UpstreamBody::new(inner, guard));
-    resp.extensions_mut().insert(crate::UpstreamHost(addr));
-    Ok(resp)
-}
-
-enum Reuse {
-    Sent(Response<Incoming>, H1),
-    Unsent(Request<RequestBody>),
-}
-
-/// Sends on an idle HTTP/1.1 connection of this worker. A request that a
-/// connection never took (it closed meanwhile) moves on to the next one;
-/// `Unsent` gives it back when none is left.
-async fn send_on_idle(
-    ep: &Endpoint,
-    mut req: Request<RequestBody>,
-    guard: &mut RequestGuard,
-) -> Result<Reuse, UpstreamError> {
-    while let Some(mut s) = ep.pop_idle() {
-        if s.ready().await.is_err() {
-            continue;
-        }
-        guard.dispatch();
-        match s.try_send_request(req).await {
-            Ok(resp) => return Ok(Reuse::Sent(resp, s)),
-            Err(mut e) => match e.take_message() {
-                Some(r) => req = r,
-                None => return Err(UpstreamError::from_hyper(e.into_error())),
-            },
-        }
-    }
-    Ok(Reuse::Unsent(req))
-}
-
-async fn h2_sender(sh: &Shared, ep: &Endpoint, addr: SocketAddr) -> Result<H2, UpstreamError> {
-    let mut slot = ep.h2.lock().await;
-    if let Some(s) = slot.as_ref().filter(|s| !s.is_closed()) {
-        return Ok(s.clone());
-    }
-    *slot = None;
-    let io = TokioIo::new(open_for_request(sh, addr).await?);
-    let (s, conn) = http2::Builder::new(TokioExecutor::new())
-        .timer(TokioTimer::new())
-        .handshake(io)
-        .await
-        .map_err(UpstreamError::from_hyper)?;
-    sh.stats.cx_http2_total.inc();
-    tokio::spawn(async move {
-        if let Err(e) = conn.await {
-            tracing::debug!(error = %e, "upstream HTTP/2 connection ended");
-        }
-    });
-    *slot = Some(s.clone());
-    Ok(s)
-}
-
-/// HTTP/2 needs `:scheme` and `:authority`: an origin-form URI gets the
-/// cluster's scheme and the `Host` header (which is then dropped) or the
-/// endpoint address as authority.
-fn to_h2_form<B>(req: &mut Request<B>, tls: bool, addr: SocketAddr) -> Result<(), UpstreamError> {
-    let uri = req.uri();
-    if uri.authority().is_some() && (uri.scheme().is_some() || req.method() == Method::CONNECT) {
-        return Ok(());
-    }
-    let authority = match req.headers().get(http::header::HOST) {
-        Some(h) => Authority::try_from(h.as_bytes())
-            .map_err(|e| UpstreamError::InvalidRequest(format!("Host header: {e}")))?,
-        None => Authority::try_from(addr.to_string().as_str())
-            .map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?,
-    };
-    let mut parts = uri.clone().into_parts();
-    parts.scheme = Some(if tls { Scheme::HTTPS } else { Scheme::HTTP });
-    parts.authority = Some(authority);
-    if parts.path_and_query.is_none() {
-        parts.path_and_query = Some(PathAndQuery::from_static("/"));
-    }
-    *req.uri_mut() =
-        Uri::from_parts(parts).map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?;
-    req.headers_mut().remove(http::header::HOST);
-    Ok(())
-}
-
-/// The response body [`crate::Cluster::send`] returns: hyper's `Incoming`,
-/// plus the bookkeeping that ends with it — the request stays counted in
-/// `upstream_rq_active` (and against `max_requests`, and in least-request
-/// weights) until the body ends or is dropped; `upstream_rq_time` is recorded
-/// then; an HTTP/1.1 connection returns to the pool only when the body was
-/// read to its end. Implements `hyper::body::Body<Data = Bytes, Error = hyper::Error>`;
-/// box it with `http_body_util::BodyExt::boxed` if needed. `hyper::upgrade::on`
-/// works on the response (its extensions are kept).
-pub struct UpstreamBody {
-    inner: Incoming,
-    guard: Option<RequestGuard>,
-}
-
-impl std::fmt::Debug for UpstreamBody {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UpstreamBody")
-            .field("inner", &self.inner)
-            .finish()
-    }
-}
-
-impl UpstreamBody {
-    fn new(inner: Incoming, guard: RequestGuard) -> Self {
-        UpstreamBody {
-            inner,
-            guard: Some(guard),
-        }
-    }
-
-    fn finish(&mut self, complete: bool) {
-        if let Some(g) = self.guard.take() {
-            g.finish(complete);
-        }
-    }
-}
-
-impl Body for UpstreamBody {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let this = self.get_mut();
-        let r = Pin::new(&mut this.inner).poll_frame(cx);
-        match &r {
-            Poll::Ready(None) => this.finish(true),
-            Poll::Ready(Some(Err(_))) => this.finish(false),
-            _ => {}
-        }
-        r
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for UpstreamBody {
-    fn drop(&mut self) {
-        let complete = self.inner.is_end_stream();
-        self.finish(complete);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn h2_form_uses_host() {
-        let addr: SocketAddr = "127.0.0.1:8080".parse().expect("addr");
-        let mut r = Request::builder()
-            .uri("/a?b=c")
-            .header("host", "example.com:81")
-            .body(())
-            .expect("req");
-        to_h2_form(&mut r, true, addr).expect("ok");
-        assert_eq!(r.uri().to_string(), "https://example.com:81/a?b=c");
-        assert!(r.headers().get("host").is_none());
-        let mut r = Request::builder().uri("/").body(()).expect("req");
-        to_h2_form(&mut r, false, addr).expect("ok");
-        assert_eq!(r.uri().to_string(), "http://127.0.0.1:8080/");
     }
 }

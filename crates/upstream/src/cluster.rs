@@ -1,0 +1,194 @@
+//! The cluster manager and its clusters: building them from [`ClusterSpec`]s,
+//! and each cluster's entry points (send a request, open a raw stream, take a
+//! retry slot, resolve, inspect).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::{Request, Response};
+
+use crate::breaker::{Breakers, Permit};
+use crate::connect::{self, Connector, UpstreamStream};
+use crate::error::{OverflowKind, UpstreamError};
+use crate::hosts::HostSet;
+use crate::pool::{Pools, RequestBody};
+use crate::request::{self, UpstreamBody};
+use crate::shared::Shared;
+use crate::spec::{ClusterSpec, Protocol};
+use crate::stats::ClusterStats;
+
+/// All clusters, by name. Cloning shares them.
+#[derive(Clone)]
+pub struct ClusterManager {
+    clusters: Arc<HashMap<String, Cluster>>,
+}
+
+impl std::fmt::Debug for ClusterManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&String> = self.clusters.keys().collect();
+        names.sort();
+        f.debug_struct("ClusterManager")
+            .field("clusters", &names)
+            .finish()
+    }
+}
+
+impl ClusterManager {
+    /// Builds every cluster (TLS contexts, static hosts, stats) and starts
+    /// nothing: DNS resolution and connections happen on first use.
+    pub fn new(
+        specs: Vec<ClusterSpec>,
+        store: &quickshake_stats::Store,
+    ) -> Result<Self, UpstreamError> {
+        let mut clusters = HashMap::with_capacity(specs.len());
+        for spec in specs {
+            if clusters.contains_key(&spec.name) {
+                return Err(UpstreamError::Config {
+                    cluster: spec.name,
+                    reason: "duplicate cluster name".into(),
+                });
+            }
+            let cluster = Cluster::new(spec, store)?;
+            clusters.insert(cluster.name().to_owned(), cluster);
+        }
+        Ok(ClusterManager {
+            clusters: Arc::new(clusters),
+        })
+    }
+
+    /// The cluster `name`.
+    pub fn cluster(&self, name: &str) -> Option<Cluster> {
+        self.clusters.get(name).cloned()
+    }
+
+    /// Names of all clusters, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.clusters.keys().map(String::as_str).collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// One upstream cluster. Cloning shares it.
+#[derive(Clone)]
+pub struct Cluster {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("name", &self.shared.name)
+            .field("protocol", &self.shared.protocol)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    fn new(spec: ClusterSpec, store: &quickshake_stats::Store) -> Result<Self, UpstreamError> {
+        let stats = ClusterStats::new(store, &spec.name);
+        let tls = spec
+            .tls
+            .as_ref()
+            .map(|t| connect::client_tls(&spec.name, t, spec.protocol))
+            .transpose()?;
+        let hosts = HostSet::new(
+            &spec.name,
+            spec.discovery,
+            spec.endpoints,
+            spec.dns_refresh_rate,
+            stats.clone(),
+        )?;
+        let breakers = Breakers::new(spec.limits);
+        Ok(Cluster {
+            shared: Arc::new(Shared {
+                name: spec.name,
+                lb: spec.lb,
+                protocol: spec.protocol,
+                hosts: Arc::new(hosts),
+                connector: Connector {
+                    timeout: spec.connect_timeout,
+                    tls,
+                    breakers: breakers.clone(),
+                    stats: stats.clone(),
+                },
+                breakers,
+                stats,
+                pools: Pools::default(),
+            }),
+        })
+    }
+
+    /// Sends one request to an endpoint chosen by the load balancer, over a
+    /// pooled connection of this worker (opened if needed).
+    ///
+    /// The caller sets `Host`; an origin-form URI is sent as is on HTTP/1.1,
+    /// and completed with the cluster's scheme and `Host` (as `:authority`) on
+    /// HTTP/2. Charges `upstream_rq_total`, `upstream_rq_<code>` and
+    /// `upstream_rq_<N>xx` for the response (do not charge those again), and
+    /// `upstream_rq_time` when the returned body ends. A stale pooled HTTP/1.1
+    /// connection that never took the request is skipped transparently; every
+    /// other failure is returned for the router to retry or answer.
+    pub async fn send(
+        &self,
+        req: Request<RequestBody>,
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        request::send(&self.shared, req).await
+    }
+
+    /// Opens a raw stream (TLS when the cluster has a TLS context) to an
+    /// endpoint chosen by the load balancer, for TCP proxying and upgrades.
+    /// Charges `upstream_cx_*` and `max_connections`, not requests.
+    pub async fn connect(&self) -> Result<UpstreamStream, UpstreamError> {
+        let sh = &self.shared;
+        sh.hosts.ensure_resolved().await;
+        let host = sh
+            .hosts
+            .pick(sh.lb)
+            .ok_or(UpstreamError::NoHealthyEndpoint)?;
+        sh.connector.open(host.addr).await
+    }
+
+    /// Takes a `max_retries` slot for one retry, held until the permit drops;
+    /// on overflow counts `upstream_rq_retry_overflow` and fails. It does not
+    /// count `upstream_rq_retry`: the router does (`stats().rq_retry.inc()`).
+    pub fn try_retry(&self) -> Result<Permit, UpstreamError> {
+        self.shared
+            .breakers
+            .acquire(OverflowKind::Retries, &self.shared.stats)
+    }
+
+    /// Resolves a DNS cluster now if it never was (a no-op otherwise, and for
+    /// static clusters); [`Cluster::send`] and [`Cluster::connect`] do it themselves.
+    pub async fn resolve(&self) {
+        self.shared.hosts.ensure_resolved().await;
+    }
+
+    /// The current members (for `/clusters`-style output).
+    pub fn endpoints(&self) -> Vec<SocketAddr> {
+        self.shared
+            .hosts
+            .snapshot()
+            .iter()
+            .map(|h| h.addr)
+            .collect()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    pub fn protocol(&self) -> Protocol {
+        self.shared.protocol
+    }
+
+    /// Whether connections use TLS.
+    pub fn is_tls(&self) -> bool {
+        self.shared.connector.tls.is_some()
+    }
+
+    pub fn stats(&self) -> &ClusterStats {
+        &self.shared.stats
+    }
+}
