@@ -1,6 +1,7 @@
 //! The batching state machine, free of I/O and timers so it is unit-tested directly.
 //!
-//! Envoy's CryptoMB semantics: a queue of 8 slots per worker and key; the first operation into
+//! Envoy's CryptoMB semantics: a queue per worker, provider and operation class (RSA, ECDSA),
+//! sized to the engine's lanes (8 for every engine today); the first operation into
 //! an empty queue arms the flush (a `poll_delay` timer that later arrivals do not reset, or in
 //! adaptive mode an idle flush); a full queue is processed at once; when the armed flush fires
 //! it processes whatever the same batch still holds. A generation number tells a stale flush

@@ -1,5 +1,6 @@
 //! The HTTP connection manager: hyper serving HTTP/1.1 and HTTP/2 on a (TLS) stream, Envoy's
-//! route table with direct responses, `http.<stat_prefix>.*` stats and access logs.
+//! route table (direct responses, redirects, forwarding to a cluster through `proxy`),
+//! `http.<stat_prefix>.*` stats and access logs.
 
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;

@@ -1,6 +1,9 @@
-//! The data path of the quickshake gateway: listeners and workers, per-connection TLS
-//! handshakes, HTTP/1.1 and HTTP/2 serving with Envoy's route table and direct responses,
-//! access logs, connection limits and graceful drain.
+//! The data path of the quickshake gateway: listeners and workers (`gateway`, `worker`, with
+//! the idle-class handshake hand-off in `handoff`), per-connection PROXY protocol, filter-chain
+//! selection by SNI and TLS handshakes (`connection`), HTTP/1.1 and HTTP/2 serving with Envoy's
+//! route table, direct responses and redirects (`http`, `http_runtime`, `routing`), forwarding
+//! to upstream clusters with retries and WebSocket upgrades (`proxy`, `upgrade`), `tcp_proxy`,
+//! access logs, certificate rotation (`reload`), connection limits and graceful drain.
 //!
 //! It owns sockets and event loops. It must not parse configuration (that is
 //! `quickshake-config`), touch BoringSSL beyond driving a handshake (`quickshake-tls`), or

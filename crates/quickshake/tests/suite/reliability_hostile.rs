@@ -437,8 +437,8 @@ fn oversized_headers_are_refused_and_counted() {
 
 /// Requests the HTTP codec refuses (431, 400) should be counted somewhere, as Envoy counts them
 /// (`downstream_rq_4xx` for the local reply, `downstream_cx_protocol_error` for the codec
-/// error). The gateway answers them correctly but counts nothing: hyper answers them before the
-/// request reaches `handle_request`, and `serve_connection`'s error is dropped.
+/// error). hyper answers them before the request reaches `handle_request`, so the connection
+/// counts them from `serve_connection`'s error.
 #[test]
 fn refused_requests_are_counted() {
     let _lock = support::shared();
