@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::conn::one_request;
-use super::{Shared, PHASE_DONE};
+use super::request::one_request;
+use super::shared::{Shared, PHASE_DONE};
 use crate::report::ErrorKind;
 use crate::schedule::{late_threshold, Schedule};
 

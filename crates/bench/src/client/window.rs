@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
+use super::config::Config;
 use super::loops::{closed_worker, open_dispatcher};
+use super::shared::{Shared, Tally, PHASE_DONE, PHASE_MEASURE, PHASE_WARMUP};
 use super::tls::build_connector;
-use super::{Config, Shared, Tally, PHASE_DONE, PHASE_MEASURE, PHASE_WARMUP};
 use crate::cpu;
 use crate::http;
 use crate::report::{new_histogram, ErrorCounts, OpenLoopReport, RunData, ServerReport};

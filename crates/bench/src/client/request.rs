@@ -1,0 +1,126 @@
+//! One connection and one request on it: TCP connect, the TLS handshake (offering the slot's
+//! session when sessions are offered, recording what was negotiated), then an HTTP/1.x or h2
+//! exchange under the request timeout, recorded as a success or an error of one kind.
+
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use super::conn::{Conn, Failure, Proto};
+use super::h1::h1_exchange;
+use super::shared::Shared;
+use super::tls::sigalg_name;
+use crate::h2::{H2Conn, H2Error};
+use crate::report::{ErrorKind, Negotiated};
+
+async fn establish(sh: &Shared, slot: usize) -> Result<Conn, Failure> {
+    let t0 = Instant::now();
+    let tcp = TcpStream::connect(sh.cfg.addr)
+        .await
+        .map_err(|e| Failure(ErrorKind::Connect, format!("{}: {e}", sh.cfg.addr)))?;
+    tcp.set_nodelay(true)
+        .map_err(|e| Failure(ErrorKind::Connect, format!("TCP_NODELAY: {e}")))?;
+    let t1 = Instant::now();
+    let mut cfg = sh
+        .connector
+        .configure()
+        .map_err(|e| Failure(ErrorKind::Tls, format!("SSL_new: {e}")))?;
+    if sh.cfg.tls.insecure {
+        cfg.set_verify_hostname(false);
+    }
+    if sh.cfg.offers_sessions() {
+        if let Some(s) = sh.slots.get(slot % sh.slots.len().max(1)) {
+            let offered = s.lock().ok().and_then(|g| g.clone());
+            cfg.set_ex_data(sh.slot_index, s.clone());
+            if let Some(sess) = offered {
+                // SAFETY: every session in a slot came from this process's single
+                // `SslConnector` context (the new-session callback), the one `cfg` belongs to.
+                #[allow(unsafe_code)]
+                let r = unsafe { cfg.set_session(&sess) };
+                r.map_err(|e| Failure(ErrorKind::Tls, format!("SSL_set_session: {e}")))?;
+            }
+        }
+    }
+    let stream = tokio_boring::connect(cfg, &sh.cfg.server_name, tcp)
+        .await
+        .map_err(|e| Failure(ErrorKind::Tls, e.to_string()))?;
+    let t2 = Instant::now();
+    let ssl = stream.ssl();
+    let resumed = ssl.session_reused();
+    if sh.negotiated.get().is_none() {
+        let _ = sh.negotiated.set(Negotiated {
+            version: ssl.version_str().to_string(),
+            cipher: ssl.current_cipher().map(|c| c.name().to_string()),
+            group: ssl.curve_name().map(str::to_string),
+            signature_algorithm: ssl.peer_signature_algorithm().map(sigalg_name),
+            alpn: ssl
+                .selected_alpn_protocol()
+                .map(|p| String::from_utf8_lossy(p).into_owned()),
+        });
+    }
+    let proto = match ssl.selected_alpn_protocol() {
+        Some(b"h2") => Proto::H2(H2Conn::default()),
+        _ => Proto::H1,
+    };
+    sh.record_handshake(t1 - t0, t2 - t1, resumed);
+    Ok(Conn { stream, proto })
+}
+
+/// One request: reuse `conn` or open a new connection, exchange, record.
+/// Returns the error kind when the request failed.
+pub(super) async fn one_request(
+    sh: &Shared,
+    conn: &mut Option<Conn>,
+    slot: usize,
+    start: Instant,
+) -> Option<ErrorKind> {
+    let mut buf = Vec::new();
+    let work = async {
+        if conn.is_none() {
+            *conn = Some(establish(sh, slot).await?);
+        }
+        let Some(c) = conn.as_mut() else {
+            return Err(Failure(ErrorKind::Io, "no connection".into()));
+        };
+        match &mut c.proto {
+            Proto::H1 => h1_exchange(&mut c.stream, &sh.request_bytes, &mut buf).await,
+            Proto::H2(h2) => h2
+                .exchange(&mut c.stream, &sh.cfg.url.path, &sh.authority)
+                .await
+                .map_err(|e| match e {
+                    H2Error::Io(e) => Failure(ErrorKind::Io, format!("h2: {e}")),
+                    H2Error::Protocol(m) => Failure(ErrorKind::Http, m),
+                }),
+        }
+    };
+    let result = tokio::time::timeout(sh.cfg.timeout, work).await;
+    let (failed, reusable) = match result {
+        Err(_) => {
+            sh.record_error(ErrorKind::Timeout, || {
+                format!("no response within {:?}", sh.cfg.timeout)
+            });
+            (Some(ErrorKind::Timeout), false)
+        }
+        Ok(Err(Failure(kind, msg))) => {
+            sh.record_error(kind, || msg);
+            (Some(kind), false)
+        }
+        Ok(Ok((status, reusable))) => {
+            if (200..300).contains(&status) {
+                sh.record_request(start.elapsed());
+                (None, reusable)
+            } else {
+                sh.record_error(ErrorKind::Http, || format!("HTTP status {status}"));
+                (Some(ErrorKind::Http), reusable)
+            }
+        }
+    };
+    if !(sh.cfg.keepalive && reusable) {
+        if let Some(mut c) = conn.take() {
+            // Best effort close_notify + FIN; never waited on for long.
+            let _ = tokio::time::timeout(Duration::from_millis(100), c.stream.shutdown()).await;
+        }
+    }
+    failed
+}
