@@ -11,7 +11,7 @@ use crate::cluster::{clusters, ClusterNames};
 use crate::duration::duration;
 use crate::error::ConfigError;
 use crate::listener::listener;
-use crate::model::{Admin, Bootstrap, Cluster, Listener, RawConfig};
+use crate::model::{Admin, Bootstrap, Cluster, Listener, Node as NodeInfo, RawConfig};
 use crate::walk::{join, Node, Result};
 
 const GDMC_MONITOR: &str = "envoy.resource_monitors.global_downstream_max_connections";
@@ -20,7 +20,7 @@ const GDMC_RUNTIME_KEY: &str = "overload.global_downstream_max_connections";
 
 /// Build the model from the JSON form of the whole configuration.
 pub(crate) fn bootstrap(raw: Value) -> Result<Bootstrap> {
-    let (listeners, clusters, admin, limit) = {
+    let (listeners, clusters, admin, limit, node) = {
         let root = Node::new(&raw, "");
         if root.v.is_null() {
             return Err(root.err("the configuration is empty"));
@@ -70,24 +70,11 @@ pub(crate) fn bootstrap(raw: Value) -> Result<Bootstrap> {
                 "node_context_params",
             ],
         )?;
-        if let Some(n) = o.get("node") {
-            let node = n.obj_with(
-                &["id", "cluster"],
-                &[
-                    "metadata",
-                    "dynamic_parameters",
-                    "locality",
-                    "user_agent_name",
-                    "user_agent_version",
-                    "user_agent_build_version",
-                    "extensions",
-                    "client_features",
-                    "listening_addresses",
-                ],
-            )?;
-            node.opt_str("id")?;
-            node.opt_str("cluster")?;
-        }
+        let node = o
+            .get("node")
+            .map(|n| node(&n))
+            .transpose()?
+            .unwrap_or_default();
         let (listeners, clusters) = match o.get("static_resources") {
             Some(sr) => static_resources(&sr)?,
             None => (Vec::new(), Vec::new()),
@@ -117,14 +104,47 @@ pub(crate) fn bootstrap(raw: Value) -> Result<Bootstrap> {
             (None, r) => r.map(|(b, _)| b),
         };
         check_addresses(&listeners, admin.as_ref())?;
-        (listeners, clusters, admin, limit)
+        (listeners, clusters, admin, limit, node)
     };
     Ok(Bootstrap {
         listeners,
         clusters,
         admin,
         global_downstream_max_connections: limit,
+        node,
         raw: RawConfig(raw),
+    })
+}
+
+/// `node`: `id`, `cluster` and `locality` (whose `zone` is kept) identify the gateway (shown in
+/// `/server_info`); Node's other fields are not supported yet.
+fn node(n: &Node<'_>) -> Result<NodeInfo> {
+    let o = n.obj_with(
+        &["id", "cluster", "locality"],
+        &[
+            "metadata",
+            "dynamic_parameters",
+            "user_agent_name",
+            "user_agent_version",
+            "user_agent_build_version",
+            "extensions",
+            "client_features",
+            "listening_addresses",
+        ],
+    )?;
+    let zone = match o.get("locality") {
+        Some(l) => {
+            let lo = l.obj(&["region", "zone", "sub_zone"])?;
+            lo.opt_str("region")?;
+            lo.opt_str("sub_zone")?;
+            lo.opt_str("zone")?.unwrap_or_default().to_owned()
+        }
+        None => String::new(),
+    };
+    Ok(NodeInfo {
+        id: o.opt_str("id")?.unwrap_or_default().to_owned(),
+        cluster: o.opt_str("cluster")?.unwrap_or_default().to_owned(),
+        zone,
     })
 }
 

@@ -28,6 +28,13 @@ impl Bootstrap {
     }
 }
 
+/// A copy of a configuration document with its key material redacted, as in `config_dump`.
+pub(crate) fn redacted(v: &Value) -> Value {
+    let mut copy = v.clone();
+    redact(&mut copy, false);
+    copy
+}
+
 /// Walk the tree; `secret` is true below a `private_key` or `session_ticket_keys` field.
 fn redact(v: &mut Value, secret: bool) {
     match v {

@@ -36,6 +36,10 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// An error in the bootstrap given as a string (Envoy's `--config-yaml`), alone or merged into
+    /// the file's: the inner error's field path is the merged document's.
+    #[error("--config-yaml: {0}")]
+    ConfigYaml(#[source] Box<ConfigError>),
 }
 
 impl ConfigError {
@@ -47,6 +51,7 @@ impl ConfigError {
             | ConfigError::Unsupported { path, .. }
             | ConfigError::Invalid { path, .. }
             | ConfigError::ReadData { path, .. } => Some(path),
+            ConfigError::ConfigYaml(inner) => inner.path(),
         }
     }
 

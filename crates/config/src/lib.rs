@@ -22,6 +22,7 @@ mod duration;
 mod error;
 mod http;
 mod listener;
+mod merge;
 pub mod model;
 mod sds;
 pub use sds::load_sds_tls_certificate;
@@ -33,23 +34,94 @@ use std::path::Path;
 
 pub use duration::parse_duration;
 pub use error::ConfigError;
+pub use merge::merge_json;
 pub use model::*;
 pub use source::{key_file_permission_warning, read_data_source};
 
 /// Load a configuration file: JSON when the extension is `.json`, YAML otherwise (JSON is also
 /// valid YAML, so a JSON document in a `.yaml` file works too).
 pub fn load_file(path: &Path) -> Result<Bootstrap, ConfigError> {
+    bootstrap::bootstrap(file_json(path)?)
+}
+
+/// Load the bootstrap as Envoy does from `-c` and `--config-yaml`: the file alone; the string
+/// alone (the whole bootstrap, as Envoy Gateway launches Envoy); or the string merged into the
+/// file's bootstrap with protobuf `MergeFrom` semantics ([`merge_json`]: nested messages merged
+/// field by field, lists appended, scalars replaced) before anything is validated. Errors keep
+/// the merged document's field paths; those in the string, or at a field the string set, are
+/// [`ConfigError::ConfigYaml`].
+pub fn load(path: Option<&Path>, yaml: Option<&str>) -> Result<Bootstrap, ConfigError> {
+    match (path, yaml) {
+        (Some(path), None) => load_file(path),
+        (None, Some(yaml)) => bootstrap::bootstrap(config_yaml_json(yaml)?).map_err(in_config_yaml),
+        (Some(path), Some(yaml)) => {
+            let base = file_json(path)?;
+            let overlay = config_yaml_json(yaml)?;
+            let mut merged = base.clone();
+            merge_json(&mut merged, &overlay);
+            bootstrap::bootstrap(merged).map_err(|e| match e.path() {
+                Some(at) if merge::from_overlay(&base, &overlay, at) => in_config_yaml(e),
+                _ => e,
+            })
+        }
+        (None, None) => Err(ConfigError::Syntax {
+            origin: "configuration".to_owned(),
+            message: "none given: a file (-c) or a string (--config-yaml) is required".to_owned(),
+        }),
+    }
+}
+
+/// The `--config-yaml` string as shown back (`/server_info`): as given, unless it holds key
+/// material, which is then redacted as `/config_dump` redacts it (the result is JSON, which is
+/// YAML too).
+pub fn redacted_config_yaml(yaml: &str) -> String {
+    let Ok(parsed) = source::yaml_text_to_json(yaml, CONFIG_YAML) else {
+        return yaml.to_owned();
+    };
+    let redacted = dump::redacted(&parsed);
+    if redacted == parsed {
+        yaml.to_owned()
+    } else {
+        redacted.to_string()
+    }
+}
+
+const CONFIG_YAML: &str = "--config-yaml";
+
+fn in_config_yaml(e: ConfigError) -> ConfigError {
+    match e {
+        ConfigError::ConfigYaml(_) => e,
+        e => ConfigError::ConfigYaml(Box::new(e)),
+    }
+}
+
+/// The `--config-yaml` string in JSON form: YAML (JSON is YAML too) whose root is a mapping.
+fn config_yaml_json(yaml: &str) -> Result<serde_json::Value, ConfigError> {
+    let v = source::yaml_text_to_json(yaml, CONFIG_YAML).map_err(|e| match e {
+        ConfigError::Syntax { .. } => e,
+        e => in_config_yaml(e),
+    })?;
+    if !(v.is_object() || v.is_null()) {
+        return Err(in_config_yaml(ConfigError::Invalid {
+            path: String::new(),
+            message: "expected a mapping (a bootstrap)".to_owned(),
+        }));
+    }
+    Ok(v)
+}
+
+/// A configuration file in JSON form: JSON when the extension is `.json`, YAML otherwise.
+fn file_json(path: &Path) -> Result<serde_json::Value, ConfigError> {
     let text = source::read_config_text(path)?;
     let origin = path.display().to_string();
     let is_json = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
-    let raw = if is_json {
-        source::json_text_to_json(&text, &origin)?
+    if is_json {
+        source::json_text_to_json(&text, &origin)
     } else {
-        source::yaml_text_to_json(&text, &origin)?
-    };
-    bootstrap::bootstrap(raw)
+        source::yaml_text_to_json(&text, &origin)
+    }
 }
 
 /// Parse configuration text (YAML, or JSON which is YAML too).
@@ -64,4 +136,129 @@ pub fn data_source_from_json(
     field_path: &str,
 ) -> Result<DataSource, ConfigError> {
     source::data_source(&walk::Node::new(v, field_path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/full.yaml")
+    }
+
+    #[test]
+    fn config_yaml_alone_is_the_bootstrap() {
+        let b = load(
+            None,
+            Some("node: {id: n1, cluster: c1, locality: {region: r, zone: z1}}"),
+        )
+        .unwrap();
+        assert_eq!(
+            b.node,
+            Node {
+                id: "n1".into(),
+                cluster: "c1".into(),
+                zone: "z1".into()
+            }
+        );
+        assert!(b.listeners.is_empty());
+        let e = load(None, Some("")).unwrap_err();
+        assert!(matches!(e, ConfigError::ConfigYaml(_)), "{e}");
+        assert!(e.to_string().contains("empty"), "{e}");
+    }
+
+    #[test]
+    fn config_yaml_merges_into_the_file() {
+        let file = load_file(&full()).unwrap();
+        let b = load(
+            Some(&full()),
+            Some(
+                "node: {id: n2, locality: {zone: z2}}\n\
+                 admin: {address: {socket_address: {port_value: 9902}}}\n\
+                 layered_runtime: {layers: [{name: more, admin_layer: {}}]}",
+            ),
+        )
+        .unwrap();
+        // Scalars replaced, the rest of the mapping kept.
+        assert_eq!(b.node.id, "n2");
+        assert_eq!(b.node.cluster, "edge");
+        assert_eq!(b.node.zone, "z2");
+        assert_eq!(
+            b.admin.as_ref().unwrap().address,
+            "127.0.0.1:9902".parse::<std::net::SocketAddr>().unwrap()
+        );
+        assert_eq!(b.listeners.len(), file.listeners.len());
+        // Lists appended (the dump shows the merged document).
+        let layers = &b.config_dump()["configs"][0]["bootstrap"]["layered_runtime"]["layers"];
+        assert_eq!(layers.as_array().map(Vec::len), Some(3), "{layers}");
+        assert_eq!(layers[2]["name"], "more");
+    }
+
+    #[test]
+    fn errors_say_which_document() {
+        let n = load_file(&full()).unwrap().listeners.len();
+        let e = load(
+            Some(&full()),
+            Some("static_resources: {listeners: [{name: extra, bogus: 1}]}"),
+        )
+        .unwrap_err();
+        assert!(matches!(e, ConfigError::ConfigYaml(_)), "{e}");
+        let at = format!("static_resources.listeners[{n}].bogus");
+        assert_eq!(e.path(), Some(at.as_str()));
+        assert_eq!(e.to_string(), format!("--config-yaml: {at}: unknown field"));
+
+        let e = load(Some(&full()), Some("static_resources: [unclosed")).unwrap_err();
+        assert!(
+            e.to_string().starts_with("--config-yaml: invalid YAML"),
+            "{e}"
+        );
+        let e = load(Some(&full()), Some("just a string")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--config-yaml: (root): expected a mapping (a bootstrap)"
+        );
+        let e = load(
+            Some(&full()),
+            Some("admin: {address: {socket_address: {port_value: -1}}}"),
+        )
+        .unwrap_err();
+        assert!(matches!(e, ConfigError::ConfigYaml(_)), "{e}");
+        assert!(
+            e.to_string()
+                .contains("admin.address.socket_address.port_value"),
+            "{e}"
+        );
+        assert!(load(None, None).is_err());
+    }
+
+    #[test]
+    fn service_flags_override_the_node() {
+        let mut n = Node {
+            id: "a".into(),
+            cluster: "b".into(),
+            zone: "c".into(),
+        };
+        n.override_with(&Node {
+            id: "x".into(),
+            cluster: String::new(),
+            zone: "z".into(),
+        });
+        assert_eq!(
+            n,
+            Node {
+                id: "x".into(),
+                cluster: "b".into(),
+                zone: "z".into()
+            }
+        );
+    }
+
+    #[test]
+    fn config_yaml_shown_redacted() {
+        let plain = "node: {id: n1}";
+        assert_eq!(redacted_config_yaml(plain), plain);
+        let shown = redacted_config_yaml("k: {private_key: {inline_string: TOPSECRET}}");
+        assert!(!shown.contains("TOPSECRET"), "{shown}");
+        assert!(shown.contains("[redacted]"), "{shown}");
+    }
 }

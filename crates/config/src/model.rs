@@ -19,6 +19,9 @@ pub struct Bootstrap {
     pub global_downstream_max_connections: Option<u64>,
     /// `static_resources.clusters[]`, names unique. Every route / tcp_proxy `cluster` names one.
     pub clusters: Vec<Cluster>,
+    /// `node`: who this gateway is. Identification only (`/server_info`); the `--service-*`
+    /// flags override it ([`Node::override_with`]).
+    pub node: Node,
     /// The configuration as loaded (JSON form), for `config_dump`. Holds secrets; `Debug` hides it.
     pub(crate) raw: RawConfig,
 }
@@ -36,7 +39,33 @@ impl Bootstrap {
             admin,
             global_downstream_max_connections,
             clusters: Vec::new(),
+            node: Node::default(),
             raw: RawConfig::default(),
+        }
+    }
+}
+
+/// Envoy's `Node` as far as quickshake keeps it: `id`, `cluster` and `locality.zone` (empty when
+/// not set, as in protobuf).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Node {
+    pub id: String,
+    pub cluster: String,
+    pub zone: String,
+}
+
+impl Node {
+    /// Envoy's `--service-node`, `--service-cluster` and `--service-zone` (given in `flags`'s
+    /// `id`, `cluster` and `zone`): each one that is not empty replaces the bootstrap's value.
+    pub fn override_with(&mut self, flags: &Node) {
+        for (mine, theirs) in [
+            (&mut self.id, &flags.id),
+            (&mut self.cluster, &flags.cluster),
+            (&mut self.zone, &flags.zone),
+        ] {
+            if !theirs.is_empty() {
+                mine.clone_from(theirs);
+            }
         }
     }
 }

@@ -24,6 +24,8 @@ pub struct GatewayAdmin {
     /// when asked so they follow reloads.
     pub extra_dump: Option<Box<dyn Fn() -> Vec<Value> + Send + Sync>>,
     pub drain: DrainHandle,
+    /// The bootstrap's `node` after the `--service-*` flags, as `/server_info`'s `node`.
+    pub node: quickshake_config::Node,
     pub health_check_failed: AtomicBool,
     pub started: Instant,
     pub started_epoch: u64,
@@ -49,6 +51,7 @@ impl GatewayAdmin {
             command_line_options,
             extra_dump: None,
             drain,
+            node: quickshake_config::Node::default(),
             health_check_failed: AtomicBool::new(false),
             started: Instant::now(),
             started_epoch,
@@ -80,7 +83,11 @@ impl AdminState for GatewayAdmin {
             "command_line_options": self.command_line_options,
             "uptime_current_epoch": format!("{}s", self.started.elapsed().as_secs()),
             "uptime_all_epochs": format!("{}s", self.started.elapsed().as_secs()),
-            "node": {"id": "", "cluster": ""},
+            "node": {
+                "id": self.node.id,
+                "cluster": self.node.cluster,
+                "locality": {"zone": self.node.zone},
+            },
             "started_epoch_seconds": self.started_epoch,
         })
     }
