@@ -14,6 +14,20 @@ pub struct Cli {
     /// Envoy v3 bootstrap configuration file (YAML or JSON).
     #[arg(short = 'c', long = "config-path", global = true)]
     pub config: Option<PathBuf>,
+    /// Envoy's: a bootstrap as a YAML (or JSON) string. Alone it is the whole bootstrap; with
+    /// -c it is merged into the file's (protobuf MergeFrom: mappings merged field by field,
+    /// lists appended, scalars replaced).
+    #[arg(long = "config-yaml", value_name = "YAML")]
+    pub config_yaml: Option<String>,
+    /// Envoy's: the bootstrap's node.cluster, replaced by this value.
+    #[arg(long = "service-cluster", value_name = "NAME")]
+    pub service_cluster: Option<String>,
+    /// Envoy's: the bootstrap's node.id, replaced by this value.
+    #[arg(long = "service-node", value_name = "NAME")]
+    pub service_node: Option<String>,
+    /// Envoy's: the bootstrap's node.locality.zone, replaced by this value.
+    #[arg(long = "service-zone", value_name = "NAME")]
+    pub service_zone: Option<String>,
     /// Worker threads (default: the CPUs this process may run on).
     #[arg(long)]
     pub concurrency: Option<usize>,
@@ -29,6 +43,36 @@ pub struct Cli {
     /// Seconds a drain (SIGTERM, /quitquitquit) waits for open connections.
     #[arg(long = "drain-time-s", default_value_t = 10)]
     pub drain_time_s: u64,
+    /// Envoy's. quickshake drains as Envoy's `immediate` with either: every open connection is
+    /// told to close (GOAWAY, Connection: close) as soon as the drain starts.
+    #[arg(long = "drain-strategy", value_enum, default_value = "gradual")]
+    pub drain_strategy: DrainStrategy,
+    /// Envoy's (v4 or v6), accepted: quickshake never puts its own address in a header.
+    #[arg(long = "local-address-ip-version", value_enum, default_value = "v4")]
+    pub local_address_ip_version: IpVersion,
+    /// Envoy's, accepted: access log files are written a line at a time.
+    #[arg(
+        long = "file-flush-interval-msec",
+        value_name = "MS",
+        default_value_t = 10_000
+    )]
+    pub file_flush_interval_msec: u64,
+    /// Envoy's, accepted: quickshake has no hot restart.
+    #[arg(long = "disable-hot-restart")]
+    pub disable_hot_restart: bool,
+    /// Envoy's, accepted without effect: every field quickshake does not implement stays an
+    /// error, since quickshake cannot tell a field Envoy does not know from one it does not
+    /// implement.
+    #[arg(long = "allow-unknown-static-fields", alias = "allow-unknown-fields")]
+    pub allow_unknown_static_fields: bool,
+    /// Envoy's (a spdlog pattern), accepted: quickshake's log lines keep their own layout.
+    #[arg(long = "log-format", value_name = "FORMAT")]
+    pub log_format: Option<String>,
+    /// Envoy's `component:level,...`: components with a quickshake counterpart (admin, config,
+    /// secret, connection, conn_handler, http, http2, router, filter, upstream, pool, client)
+    /// log at that level; other names are ignored with a warning.
+    #[arg(long = "component-log-level", value_name = "LIST", value_parser = parse_component_levels)]
+    pub component_log_level: Option<ComponentLevels>,
     /// `normal`: handshakes run on the worker threads (the most handshakes per core). `idle`:
     /// each worker handshakes on a companion thread in the kernel's SCHED_IDLE class, so
     /// requests on established connections never wait behind handshakes (and their key
@@ -83,6 +127,39 @@ pub enum HandshakePriorityArg {
     Idle,
 }
 
+/// Envoy's `--drain-strategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DrainStrategy {
+    Gradual,
+    Immediate,
+}
+
+impl DrainStrategy {
+    /// The name `/server_info` shows (Envoy's enum value).
+    pub fn envoy_name(self) -> &'static str {
+        match self {
+            DrainStrategy::Gradual => "Gradual",
+            DrainStrategy::Immediate => "Immediate",
+        }
+    }
+}
+
+/// Envoy's `--local-address-ip-version`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IpVersion {
+    V4,
+    V6,
+}
+
+impl IpVersion {
+    pub fn envoy_name(self) -> &'static str {
+        match self {
+            IpVersion::V4 => "v4",
+            IpVersion::V6 => "v6",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
     Serve,
@@ -109,6 +186,16 @@ pub enum Command {
 }
 
 impl Cli {
+    /// `--service-node`, `--service-cluster`, `--service-zone` as a node whose set fields
+    /// replace the bootstrap's.
+    pub fn service_flags(&self) -> quickshake_config::Node {
+        quickshake_config::Node {
+            id: self.service_node.clone().unwrap_or_default(),
+            cluster: self.service_cluster.clone().unwrap_or_default(),
+            zone: self.service_zone.clone().unwrap_or_default(),
+        }
+    }
+
     /// The provider registry's options, from the flags (or their environment variables).
     pub fn provider_options(&self) -> quickshake_keyprovider::ProviderOptions {
         quickshake_keyprovider::ProviderOptions {
@@ -136,4 +223,156 @@ pub fn tracing_level(level: &str) -> Result<&'static str, String> {
         "off" => "off",
         other => return Err(format!("--log-level: unknown level '{other}' (trace, debug, info, warning, error, critical, off)")),
     })
+}
+
+/// `--component-log-level` as given (`upstream:debug,connection:trace`), each level checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComponentLevels {
+    pub text: String,
+    /// (component, tracing level) in the order given.
+    pub levels: Vec<(String, &'static str)>,
+}
+
+fn parse_component_levels(text: &str) -> Result<ComponentLevels, String> {
+    let mut levels = Vec::new();
+    for entry in text.split(',').filter(|e| !e.trim().is_empty()) {
+        let Some((name, level)) = entry.split_once(':') else {
+            return Err(format!(
+                "'{entry}' is not component:level (e.g. upstream:debug,connection:trace)"
+            ));
+        };
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(format!("'{entry}' names no component"));
+        }
+        let level = tracing_level(level.trim()).map_err(|_| {
+            format!(
+                "'{entry}': unknown level '{}' (trace, debug, info, warning, error, critical, off)",
+                level.trim()
+            )
+        })?;
+        levels.push((name.to_owned(), level));
+    }
+    Ok(ComponentLevels {
+        text: text.to_owned(),
+        levels,
+    })
+}
+
+/// Where each Envoy component of `--component-log-level` logs in quickshake (tracing targets).
+fn component_targets(component: &str) -> &'static [&'static str] {
+    match component {
+        "admin" => &["quickshake_admin"],
+        "config" => &["quickshake_config", "quickshake_server::reload"],
+        "secret" => &["quickshake_server::reload", "quickshake_tls"],
+        "connection" | "conn_handler" => &["quickshake_server", "quickshake_tls"],
+        "http" | "http2" | "router" | "filter" => &["quickshake_server"],
+        "upstream" | "pool" | "client" => &["quickshake_upstream"],
+        _ => &[],
+    }
+}
+
+/// `EnvFilter` directives (`target=level`) for `--component-log-level`, one per target, at the
+/// most verbose level any component mapped onto it asks for; and the components that have no
+/// quickshake counterpart.
+pub fn component_directives(levels: &ComponentLevels) -> (Vec<String>, Vec<String>) {
+    fn verbosity(level: &str) -> u8 {
+        match level {
+            "trace" => 5,
+            "debug" => 4,
+            "info" => 3,
+            "warn" => 2,
+            "error" => 1,
+            _ => 0,
+        }
+    }
+    let mut targets: Vec<(&'static str, &'static str)> = Vec::new();
+    let mut unknown = Vec::new();
+    for &(ref name, level) in &levels.levels {
+        let mapped = component_targets(name);
+        if mapped.is_empty() {
+            unknown.push(name.clone());
+        }
+        for &target in mapped {
+            match targets.iter().position(|&(t, _)| t == target) {
+                Some(i) => {
+                    if verbosity(level) > verbosity(targets[i].1) {
+                        targets[i].1 = level;
+                    }
+                }
+                None => targets.push((target, level)),
+            }
+        }
+    }
+    let directives = targets.iter().map(|(t, l)| format!("{t}={l}")).collect();
+    (directives, unknown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn component_levels() {
+        let c = parse_component_levels(
+            "upstream:debug,connection:trace,http:info,lua:debug,main:warning",
+        )
+        .unwrap();
+        let (directives, unknown) = component_directives(&c);
+        assert_eq!(
+            directives,
+            [
+                "quickshake_upstream=debug",
+                "quickshake_server=trace",
+                "quickshake_tls=trace",
+            ]
+        );
+        assert_eq!(unknown, ["lua", "main"]);
+        assert!(parse_component_levels("upstream").is_err());
+        assert!(parse_component_levels("upstream:loud").is_err());
+        assert!(parse_component_levels(":debug").is_err());
+        assert!(parse_component_levels("").unwrap().levels.is_empty());
+    }
+
+    #[test]
+    fn envoy_launch_lines_parse() {
+        let cli = Cli::try_parse_from([
+            "quickshake",
+            "--service-cluster",
+            "c",
+            "--service-node",
+            "n",
+            "--config-yaml",
+            "{}",
+            "--log-level",
+            "info",
+            "--cpuset-threads",
+            "--drain-strategy",
+            "immediate",
+            "--local-address-ip-version",
+            "v6",
+            "--file-flush-interval-msec",
+            "1000",
+            "--disable-hot-restart",
+            "--allow-unknown-static-fields",
+            "--log-format",
+            "%v",
+            "--component-log-level",
+            "misc:error",
+        ])
+        .unwrap();
+        assert_eq!(cli.drain_strategy, DrainStrategy::Immediate);
+        assert_eq!(cli.local_address_ip_version, IpVersion::V6);
+        assert_eq!(cli.service_flags().id, "n");
+        for bad in [
+            ["--local-address-ip-version", "v5"],
+            ["--drain-strategy", "sometimes"],
+            ["--file-flush-interval-msec", "-1"],
+        ] {
+            assert!(
+                Cli::try_parse_from(["quickshake", bad[0], bad[1]]).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
 }

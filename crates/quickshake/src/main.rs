@@ -28,12 +28,27 @@ fn main() -> ExitCode {
         Ok(l) => l,
         Err(e) => return fail(&e),
     };
+    let (component_directives, unknown_components) = cli
+        .component_log_level
+        .as_ref()
+        .map(cli::component_directives)
+        .unwrap_or_default();
+    let directives = std::iter::once(level.to_owned())
+        .chain(component_directives)
+        .collect::<Vec<_>>()
+        .join(",");
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(directives));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+    if !unknown_components.is_empty() {
+        tracing::warn!(
+            components = %unknown_components.join(","),
+            "--component-log-level: no quickshake counterpart; ignored"
+        );
+    }
 
     match &cli.command {
         Some(Command::Doctor { json }) => {
@@ -47,44 +62,64 @@ fn main() -> ExitCode {
         Some(Command::Convert { input, key_file }) => return run_convert(input, key_file),
         None => {}
     }
-    let Some(path) = cli.config.clone() else {
-        return fail("a configuration is required: quickshake -c FILE");
-    };
-    let cfg = match quickshake_config::load_file(&path) {
+    if cli.config.is_none() && cli.config_yaml.is_none() {
+        return fail("a configuration is required: quickshake -c FILE (or --config-yaml YAML)");
+    }
+    let origin = ConfigOrigin::of(&cli);
+    let mut cfg = match quickshake_config::load(cli.config.as_deref(), cli.config_yaml.as_deref()) {
         Ok(c) => c,
-        Err(e) => {
-            return fail(&format!(
-                "error initializing configuration '{}': {e}",
-                path.display()
-            ))
-        }
+        Err(e) => return fail(&origin.error(&e)),
     };
+    cfg.node.override_with(&cli.service_flags());
     let store = Store::new();
     let providers = Arc::new(Providers::new(store.clone(), cli.provider_options()));
     let clusters = match quickshake_server::clusters::cluster_manager(&cfg.clusters, &store) {
         Ok(c) => c,
-        Err(e) => {
-            return fail(&format!(
-                "error initializing configuration '{}': {e}",
-                path.display()
-            ))
-        }
+        Err(e) => return fail(&origin.error(&e)),
     };
     if cli.mode == Mode::Validate {
         return match build_listeners(&cfg, &store, &providers, &clusters) {
             Ok(_) => {
-                println!("configuration '{}' OK", path.display());
+                println!("configuration {} OK", origin.name);
                 ExitCode::SUCCESS
             }
-            Err(e) => fail(&format!(
-                "error initializing configuration '{}': {e}",
-                path.display()
-            )),
+            Err(e) => fail(&origin.error(&e)),
         };
     }
-    match serve(&cli, &path, cfg, store, &providers, &clusters) {
+    match serve(&cli, &origin, cfg, store, &providers, &clusters) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
+    }
+}
+
+/// Where the configuration came from, for messages: `'FILE'`, or `--config-yaml` alone.
+struct ConfigOrigin {
+    /// `'FILE'` or `(--config-yaml)`.
+    name: String,
+    /// Prefixes errors: `error initializing configuration 'FILE'`, or without a name when the
+    /// bootstrap is the `--config-yaml` string alone (its errors say `--config-yaml`).
+    context: String,
+}
+
+impl ConfigOrigin {
+    fn of(cli: &Cli) -> ConfigOrigin {
+        match &cli.config {
+            Some(path) => {
+                let name = format!("'{}'", path.display());
+                ConfigOrigin {
+                    context: format!("error initializing configuration {name}"),
+                    name,
+                }
+            }
+            None => ConfigOrigin {
+                name: "(--config-yaml)".to_owned(),
+                context: "error initializing configuration".to_owned(),
+            },
+        }
+    }
+
+    fn error(&self, e: &dyn std::fmt::Display) -> String {
+        format!("{}: {e}", self.context)
     }
 }
 
@@ -130,7 +165,7 @@ fn concurrency(cli: &Cli) -> usize {
 
 fn serve(
     cli: &Cli,
-    path: &std::path::Path,
+    origin: &ConfigOrigin,
     cfg: Bootstrap,
     store: Store,
     providers: &Arc<Providers>,
@@ -144,9 +179,7 @@ fn serve(
             cli::HandshakePriorityArg::Idle => HandshakePriority::Idle,
         },
     };
-    let ctx = |e: &dyn std::fmt::Display| {
-        format!("error initializing configuration '{}': {e}", path.display())
-    };
+    let ctx = |e: &dyn std::fmt::Display| origin.error(e);
     // Bind admin first so a taken admin port fails before workers start.
     let admin_listener = match &cfg.admin {
         Some(a) => Some(bind_admin(a.address)?),
@@ -170,18 +203,10 @@ fn serve(
         store.clone(),
         gateway.listeners.clone(),
         cfg.config_dump(),
-        serde_json::json!({
-            "concurrency": opts.concurrency,
-            "config_path": path.display().to_string(),
-            "log_level": cli.log_level,
-            "mode": "Serve",
-            "drain_time": format!("{}s", cli.drain_time_s),
-            "handshake_priority": format!("{:?}", cli.handshake_priority).to_lowercase(),
-            "batch_threads": cli.batch_threads,
-            "reload_interval": format!("{}s", cli.reload_interval_ms as f64 / 1000.0),
-        }),
+        command_line_options(cli, &opts),
         drain.clone(),
     );
+    admin.node = cfg.node.clone();
     let dump_providers = providers.clone();
     admin.extra_dump = Some(Box::new(move || dump_providers.config_dump()));
     let admin: Arc<dyn AdminState> = Arc::new(admin);
@@ -206,6 +231,41 @@ fn serve(
     gateway.join();
     tracing::info!("exiting");
     Ok(())
+}
+
+/// `/server_info`'s `command_line_options`: Envoy's field names and value forms where Envoy has
+/// the flag, then quickshake's own.
+fn command_line_options(cli: &Cli, opts: &GatewayOptions) -> serde_json::Value {
+    serde_json::json!({
+        "concurrency": opts.concurrency,
+        "config_path": cli.config.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+        "config_yaml": cli
+            .config_yaml
+            .as_deref()
+            .map(quickshake_config::redacted_config_yaml)
+            .unwrap_or_default(),
+        "log_level": cli.log_level,
+        "component_log_level": cli
+            .component_log_level
+            .as_ref()
+            .map(|c| c.text.clone())
+            .unwrap_or_default(),
+        "log_format": cli.log_format.clone().unwrap_or_default(),
+        "mode": "Serve",
+        "cpuset_threads": cli.cpuset_threads,
+        "drain_time": format!("{}s", cli.drain_time_s),
+        "drain_strategy": cli.drain_strategy.envoy_name(),
+        "service_cluster": cli.service_cluster.clone().unwrap_or_default(),
+        "service_node": cli.service_node.clone().unwrap_or_default(),
+        "service_zone": cli.service_zone.clone().unwrap_or_default(),
+        "local_address_ip_version": cli.local_address_ip_version.envoy_name(),
+        "file_flush_interval": format!("{}s", cli.file_flush_interval_msec as f64 / 1000.0),
+        "disable_hot_restart": cli.disable_hot_restart,
+        "allow_unknown_static_fields": cli.allow_unknown_static_fields,
+        "handshake_priority": format!("{:?}", cli.handshake_priority).to_lowercase(),
+        "batch_threads": cli.batch_threads,
+        "reload_interval": format!("{}s", cli.reload_interval_ms as f64 / 1000.0),
+    })
 }
 
 fn bind_admin(addr: SocketAddr) -> Result<std::net::TcpListener, String> {

@@ -14,6 +14,7 @@ mod audit_tls;
 mod convert;
 mod deploy_dashboard;
 mod deploy_helm;
+mod envoy_cli;
 mod gateway_basic;
 mod gateway_config_errors;
 mod gateway_resumption;

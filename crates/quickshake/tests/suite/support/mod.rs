@@ -201,6 +201,38 @@ impl Gateway {
         Self::start_with_env(template, args, &[])
     }
 
+    /// Start on a command line of its own, with no `-c` added (Envoy Gateway passes the whole
+    /// bootstrap in `--config-yaml`): each argument, and each `(name, template)` of `files`
+    /// (written to `{{DIR}}/name` first), has its placeholders replaced as [`render`] does.
+    pub fn start_argv(files: &[(&str, &str)], args: &[&str]) -> Gateway {
+        assert_suite_lock_held();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (port, port2, admin) = (free_port(), free_port(), free_port());
+        let fill = |t: &str| render(t, port, port2, admin, dir.path());
+        for (name, template) in files {
+            std::fs::write(dir.path().join(name), fill(template)).expect("write file");
+        }
+        let args: Vec<String> = args.iter().map(|a| fill(a)).collect();
+        let log = dir.path().join("quickshake.log");
+        let logf = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(binary())
+            .args(&args)
+            .stdout(logf.try_clone().expect("clone log"))
+            .stderr(logf)
+            .spawn()
+            .expect("spawn quickshake");
+        let mut gw = Gateway {
+            child: Some(child),
+            port,
+            port2,
+            admin,
+            dir,
+            log,
+        };
+        gw.wait_ready();
+        gw
+    }
+
     fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
