@@ -74,18 +74,14 @@ impl Queues {
                 // A new provider on this worker: drop the queues of providers that are gone
                 // (never one holding operations: those are flushed before it can go).
                 map.retain(|_, w| w.owner.strong_count() > 0 || !w.queue.is_empty());
-                map.insert(
-                    key,
-                    WorkerQueue {
-                        queue: BatchQueue::new(self.provider.lanes()),
-                        owner: Arc::downgrade(self),
-                    },
-                );
             }
-            match map.get_mut(&key) {
-                Some(w) => w.queue.push(op),
-                None => PushOutcome::Full(vec![op]),
-            }
+            map.entry(key)
+                .or_insert_with(|| WorkerQueue {
+                    queue: BatchQueue::new(self.provider.lanes()),
+                    owner: Arc::downgrade(self),
+                })
+                .queue
+                .push(op)
         });
         match outcome {
             PushOutcome::Full(batch) => self.provider.dispatch(class, batch),
