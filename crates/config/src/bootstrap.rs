@@ -8,51 +8,66 @@ use serde_json::Value;
 
 use crate::address::address;
 use crate::cluster::{clusters, ClusterNames};
+use crate::config_source::dynamic_resources;
 use crate::duration::duration;
 use crate::error::ConfigError;
 use crate::listener::listener;
-use crate::model::{Admin, Bootstrap, Cluster, Listener, Node as NodeInfo, RawConfig};
+use crate::model::{
+    Admin, ApiConfigSource, Bootstrap, Cluster, ConfigSourceKind, DynamicResources, Listener,
+    Node as NodeInfo, RawConfig,
+};
 use crate::walk::{join, Node, Result};
 
 const GDMC_MONITOR: &str = "envoy.resource_monitors.global_downstream_max_connections";
 const GDMC_TYPE: &str = "type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig";
 const GDMC_RUNTIME_KEY: &str = "overload.global_downstream_max_connections";
 
+/// Bootstrap fields accepted with no effect: they shape telemetry quickshake does not export,
+/// or name features it does not have and does not need to run the configuration (an Istio or
+/// Envoy Gateway bootstrap sets them). Each is logged once at start and listed in the README.
+const NO_EFFECT: &[&str] = &[
+    "stats_config",
+    "stats_sinks",
+    "stats_flush_interval",
+    "stats_flush_on_admin",
+    "tracing",
+    "deferred_stat_options",
+    "enable_dispatcher_stats",
+    "stats_server_version_override",
+];
+
 /// Build the model from the JSON form of the whole configuration.
 pub(crate) fn bootstrap(raw: Value) -> Result<Bootstrap> {
-    let (listeners, clusters, admin, limit, node) = {
+    let mut ignored = Vec::new();
+    let (listeners, clusters, admin, limit, node, dynamic) = {
         let root = Node::new(&raw, "");
         if root.v.is_null() {
             return Err(root.err("the configuration is empty"));
         }
+        let mut allowed = vec![
+            "static_resources",
+            "dynamic_resources",
+            "admin",
+            "overload_manager",
+            "node",
+            "layered_runtime",
+            "cluster_manager",
+            "application_log_config",
+            "bootstrap_extensions",
+        ];
+        allowed.extend_from_slice(NO_EFFECT);
         let o = root.obj_with(
+            &allowed,
             &[
-                "static_resources",
-                "admin",
-                "overload_manager",
-                "node",
-                "layered_runtime",
-            ],
-            &[
-                "dynamic_resources",
-                "cluster_manager",
                 "hds_config",
                 "flags_path",
-                "stats_sinks",
-                "stats_config",
-                "stats_flush_interval",
-                "stats_flush_on_admin",
                 "watchdog",
                 "watchdogs",
-                "tracing",
                 "runtime",
-                "enable_dispatcher_stats",
                 "header_prefix",
-                "stats_server_version_override",
                 "use_tcp_for_dns_lookups",
                 "dns_resolution_config",
                 "typed_dns_resolver_config",
-                "bootstrap_extensions",
                 "fatal_actions",
                 "config_sources",
                 "default_config_source",
@@ -64,12 +79,16 @@ pub(crate) fn bootstrap(raw: Value) -> Result<Bootstrap> {
                 "xds_delegate_extension",
                 "xds_config_tracker_extension",
                 "listener_manager",
-                "application_log_config",
                 "grpc_async_client_manager_config",
                 "memory_allocator_manager",
                 "node_context_params",
             ],
         )?;
+        for key in NO_EFFECT {
+            if let Some(n) = o.get(key) {
+                ignored.push(n.path);
+            }
+        }
         let node = o
             .get("node")
             .map(|n| node(&n))
@@ -79,7 +98,26 @@ pub(crate) fn bootstrap(raw: Value) -> Result<Bootstrap> {
             Some(sr) => static_resources(&sr)?,
             None => (Vec::new(), Vec::new()),
         };
-        let admin = o.get("admin").map(|a| admin(&a)).transpose()?.flatten();
+        let dynamic = o
+            .get("dynamic_resources")
+            .map(|d| dynamic_resources(&d))
+            .transpose()?;
+        if let Some(d) = &dynamic {
+            check_xds_clusters(d, &clusters)?;
+        }
+        if let Some(cm) = o.get("cluster_manager") {
+            cluster_manager(&cm, &mut ignored)?;
+        }
+        if let Some(a) = o.get("application_log_config") {
+            application_log_config(&a)?;
+        }
+        for e in o.items("bootstrap_extensions") {
+            bootstrap_extension(&e, &mut ignored)?;
+        }
+        let admin = match o.get("admin") {
+            Some(a) => admin(&a, &mut ignored)?,
+            None => None,
+        };
         let from_overload = o
             .get("overload_manager")
             .map(|n| overload_manager(&n))
@@ -87,7 +125,7 @@ pub(crate) fn bootstrap(raw: Value) -> Result<Bootstrap> {
             .flatten();
         let from_runtime = o
             .get("layered_runtime")
-            .map(|n| layered_runtime(&n))
+            .map(|n| layered_runtime(&n, &mut ignored))
             .transpose()?
             .flatten();
         let limit = match (from_overload, from_runtime) {
@@ -104,7 +142,7 @@ pub(crate) fn bootstrap(raw: Value) -> Result<Bootstrap> {
             (None, r) => r.map(|(b, _)| b),
         };
         check_addresses(&listeners, admin.as_ref())?;
-        (listeners, clusters, admin, limit, node)
+        (listeners, clusters, admin, limit, node, dynamic)
     };
     Ok(Bootstrap {
         listeners,
@@ -112,17 +150,115 @@ pub(crate) fn bootstrap(raw: Value) -> Result<Bootstrap> {
         admin,
         global_downstream_max_connections: limit,
         node,
+        dynamic,
+        ignored,
         raw: RawConfig(raw),
     })
 }
 
-/// `node`: `id`, `cluster` and `locality` (whose `zone` is kept) identify the gateway (shown in
-/// `/server_info`); Node's other fields are not supported yet.
+/// Every gRPC source of `dynamic_resources` names a static cluster (Envoy: "envoy_grpc: unknown
+/// cluster").
+fn check_xds_clusters(d: &DynamicResources, clusters: &[Cluster]) -> Result<()> {
+    let mut sources: Vec<&ApiConfigSource> = d.ads.iter().collect();
+    for src in [&d.lds, &d.cds].into_iter().flatten() {
+        if let ConfigSourceKind::Api(api) = &src.kind {
+            sources.push(api);
+        }
+    }
+    for api in sources {
+        if !clusters.iter().any(|c| c.name == api.cluster_name) {
+            return Err(ConfigError::invalid(
+                format!("{}.grpc_services[0].envoy_grpc.cluster_name", api.path),
+                format!(
+                    "unknown cluster '{}': the xDS cluster must be one of static_resources.clusters",
+                    api.cluster_name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `cluster_manager`: `local_cluster_name` (must name a cluster once CDS has run; zone-aware
+/// routing is not implemented, so it has no effect), `outlier_detection.event_log_path` and
+/// `enable_deferred_cluster_creation` are accepted with no effect.
+fn cluster_manager(node: &Node<'_>, ignored: &mut Vec<String>) -> Result<()> {
+    let o = node.obj_with(
+        &[
+            "local_cluster_name",
+            "outlier_detection",
+            "enable_deferred_cluster_creation",
+        ],
+        &["upstream_bind_config", "load_stats_config"],
+    )?;
+    if let Some(n) = o.get("local_cluster_name") {
+        n.as_str()?;
+        ignored.push(n.path);
+    }
+    if let Some(od) = o.get("outlier_detection") {
+        let odo = od.obj_with(&["event_log_path"], &["event_service"])?;
+        if let Some(p) = odo.get("event_log_path") {
+            p.as_str()?;
+            ignored.push(p.path);
+        }
+    }
+    if let Some(d) = o.get("enable_deferred_cluster_creation") {
+        d.as_bool()?;
+        ignored.push(d.path);
+    }
+    Ok(())
+}
+
+/// `application_log_config.log_format` (`text_format` or `json_format`): checked, and like
+/// `--log-format` it does not change quickshake's log lines (see the README).
+fn application_log_config(node: &Node<'_>) -> Result<()> {
+    let o = node.obj(&["log_format"])?;
+    if let Some(f) = o.get("log_format") {
+        let fo = f.obj(&["text_format", "json_format"])?;
+        if let Some(t) = fo.get("text_format") {
+            t.as_str()?;
+        }
+        if let Some(j) = fo.get("json_format") {
+            j.any_obj()?;
+        }
+        if fo.present(&["text_format", "json_format"]).len() > 1 {
+            return Err(f.err("only one of text_format and json_format may be set"));
+        }
+    }
+    Ok(())
+}
+
+/// `bootstrap_extensions[]`: Istio's `envoy.bootstrap.internal_listener` is accepted with no
+/// effect while quickshake has no internal listeners; others are not supported.
+fn bootstrap_extension(node: &Node<'_>, ignored: &mut Vec<String>) -> Result<()> {
+    const INTERNAL: &str =
+        "type.googleapis.com/envoy.extensions.bootstrap.internal_listener.v3.InternalListener";
+    let o = node.obj(&["name", "typed_config"])?;
+    let tc = o.req("typed_config")?;
+    let url = tc.type_url()?;
+    let inner = if url.ends_with("/udpa.type.v1.TypedStruct")
+        || url.ends_with("/xds.type.v3.TypedStruct")
+    {
+        let to = tc.obj(&["@type", "type_url", "value"])?;
+        to.req("type_url")?.as_str()?
+    } else {
+        url
+    };
+    if inner.rsplit('/').next() != INTERNAL.rsplit('/').next() {
+        return Err(tc.unsupported(Some(
+            "the only bootstrap extension is envoy.bootstrap.internal_listener",
+        )));
+    }
+    ignored.push(node.path.clone());
+    Ok(())
+}
+
+/// `node`: `id`, `cluster`, `locality` and `metadata` identify the gateway (shown in
+/// `/server_info`, sent to the control plane); Node's other fields are not supported yet.
 fn node(n: &Node<'_>) -> Result<NodeInfo> {
     let o = n.obj_with(
-        &["id", "cluster", "locality"],
+        &["id", "cluster", "locality", "metadata"],
         &[
-            "metadata",
             "dynamic_parameters",
             "user_agent_name",
             "user_agent_version",
@@ -132,19 +268,27 @@ fn node(n: &Node<'_>) -> Result<NodeInfo> {
             "listening_addresses",
         ],
     )?;
-    let zone = match o.get("locality") {
-        Some(l) => {
-            let lo = l.obj(&["region", "zone", "sub_zone"])?;
-            lo.opt_str("region")?;
-            lo.opt_str("sub_zone")?;
-            lo.opt_str("zone")?.unwrap_or_default().to_owned()
+    let (mut region, mut zone, mut sub_zone) = (String::new(), String::new(), String::new());
+    if let Some(l) = o.get("locality") {
+        let lo = l.obj(&["region", "zone", "sub_zone"])?;
+        region = lo.opt_str("region")?.unwrap_or_default().to_owned();
+        zone = lo.opt_str("zone")?.unwrap_or_default().to_owned();
+        sub_zone = lo.opt_str("sub_zone")?.unwrap_or_default().to_owned();
+    }
+    let metadata = match o.get("metadata") {
+        Some(m) => {
+            m.any_obj()?;
+            m.v.clone()
         }
-        None => String::new(),
+        None => Value::Null,
     };
     Ok(NodeInfo {
         id: o.opt_str("id")?.unwrap_or_default().to_owned(),
         cluster: o.opt_str("cluster")?.unwrap_or_default().to_owned(),
         zone,
+        region,
+        sub_zone,
+        metadata,
     })
 }
 
@@ -194,12 +338,17 @@ fn check_addresses(listeners: &[Listener], admin: Option<&Admin>) -> Result<()> 
     Ok(())
 }
 
-fn admin(node: &Node<'_>) -> Result<Option<Admin>> {
+fn admin(node: &Node<'_>, ignored: &mut Vec<String>) -> Result<Option<Admin>> {
     let o = node.obj_with(
-        &["address", "access_log_path", "access_log"],
-        &["profile_path", "socket_options", "ignore_global_conn_limit"],
+        &["address", "access_log_path", "access_log", "profile_path"],
+        &["socket_options", "ignore_global_conn_limit"],
     )?;
     o.opt_str("access_log_path")?;
+    // `profile_path` (where Envoy writes CPU profiles; Istio sets it) has no profiler to use.
+    if let Some(p) = o.get("profile_path") {
+        p.as_str()?;
+        ignored.push(p.path);
+    }
     // `access_log` is accepted and ignored: admin access logging is not implemented.
     Ok(match o.get("address") {
         Some(a) => Some(Admin {
@@ -242,7 +391,7 @@ fn overload_manager(node: &Node<'_>) -> Result<Option<u64>> {
 /// `layered_runtime.layers[]`: `static_layer` may set `overload.global_downstream_max_connections`
 /// (flat or nested keys); later layers override earlier ones, as in Envoy. Returns the value and
 /// the path it came from.
-fn layered_runtime(node: &Node<'_>) -> Result<Option<(u64, String)>> {
+fn layered_runtime(node: &Node<'_>, ignored: &mut Vec<String>) -> Result<Option<(u64, String)>> {
     let o = node.obj(&["layers"])?;
     let mut found = None;
     for layer in o.items("layers") {
@@ -255,13 +404,21 @@ fn layered_runtime(node: &Node<'_>) -> Result<Option<(u64, String)>> {
             a.obj(&[])?;
         }
         if let Some(s) = lo.get("static_layer") {
-            runtime_keys(&s, "", &mut found)?;
+            runtime_keys(&s, "", &mut found, ignored)?;
         }
     }
     Ok(found)
 }
 
-fn runtime_keys(node: &Node<'_>, prefix: &str, found: &mut Option<(u64, String)>) -> Result<()> {
+/// Runtime keys quickshake does not read (Envoy's `envoy.reloadable_features.*`, `re2.*` limits,
+/// which Istio and Envoy Gateway set) are accepted with no effect: a runtime key is a tuning
+/// knob, never a feature the configuration depends on.
+fn runtime_keys(
+    node: &Node<'_>,
+    prefix: &str,
+    found: &mut Option<(u64, String)>,
+    ignored: &mut Vec<String>,
+) -> Result<()> {
     // Any key is allowed in a runtime layer; each leaf is checked below.
     let o = node.any_obj()?;
     for key in o.map.keys() {
@@ -272,13 +429,11 @@ fn runtime_keys(node: &Node<'_>, prefix: &str, found: &mut Option<(u64, String)>
         };
         let Some(child) = o.get(key) else { continue };
         if child.v.is_object() {
-            runtime_keys(&child, &full, found)?;
+            runtime_keys(&child, &full, found, ignored)?;
         } else if full == GDMC_RUNTIME_KEY {
             *found = Some((child.as_u64_in(1, i64::MAX as u64)?, child.path.clone()));
         } else {
-            return Err(child.unsupported(Some(
-                "the only runtime key is overload.global_downstream_max_connections",
-            )));
+            ignored.push(child.path.clone());
         }
     }
     Ok(())

@@ -17,6 +17,7 @@ mod address;
 mod bootstrap;
 mod certificate;
 mod cluster;
+mod config_source;
 mod dump;
 mod duration;
 mod error;
@@ -158,7 +159,9 @@ mod tests {
             Node {
                 id: "n1".into(),
                 cluster: "c1".into(),
-                zone: "z1".into()
+                zone: "z1".into(),
+                region: "r".into(),
+                ..Node::default()
             }
         );
         assert!(b.listeners.is_empty());
@@ -237,18 +240,21 @@ mod tests {
             id: "a".into(),
             cluster: "b".into(),
             zone: "c".into(),
+            ..Node::default()
         };
         n.override_with(&Node {
             id: "x".into(),
             cluster: String::new(),
             zone: "z".into(),
+            ..Node::default()
         });
         assert_eq!(
             n,
             Node {
                 id: "x".into(),
                 cluster: "b".into(),
-                zone: "z".into()
+                zone: "z".into(),
+                ..Node::default()
             }
         );
     }

@@ -22,6 +22,11 @@ pub struct Bootstrap {
     /// `node`: who this gateway is. Identification only (`/server_info`); the `--service-*`
     /// flags override it ([`Node::override_with`]).
     pub node: Node,
+    /// `dynamic_resources`: where listeners and clusters come from besides `static_resources`.
+    pub dynamic: Option<DynamicResources>,
+    /// Fields accepted that have no effect in quickshake (telemetry it does not export, runtime
+    /// keys it does not read), by field path; the binary logs them once at start.
+    pub ignored: Vec<String>,
     /// The configuration as loaded (JSON form), for `config_dump`. Holds secrets; `Debug` hides it.
     pub(crate) raw: RawConfig,
 }
@@ -40,18 +45,86 @@ impl Bootstrap {
             global_downstream_max_connections,
             clusters: Vec::new(),
             node: Node::default(),
+            dynamic: None,
+            ignored: Vec::new(),
             raw: RawConfig::default(),
         }
     }
 }
 
-/// Envoy's `Node` as far as quickshake keeps it: `id`, `cluster` and `locality.zone` (empty when
-/// not set, as in protobuf).
+/// Envoy's `Node` as far as quickshake keeps it: `id`, `cluster`, `locality` and `metadata`
+/// (empty when not set, as in protobuf). Sent to the control plane on xDS streams.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Node {
     pub id: String,
     pub cluster: String,
     pub zone: String,
+    pub region: String,
+    pub sub_zone: String,
+    /// `metadata`, a protobuf `Struct` in its JSON form (an object, or null when not set).
+    pub metadata: serde_json::Value,
+}
+
+/// `dynamic_resources`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DynamicResources {
+    /// `dynamic_resources`, for errors.
+    pub path: String,
+    /// `ads_config`: the one aggregated stream every `ads: {}` source uses.
+    pub ads: Option<ApiConfigSource>,
+    pub lds: Option<ConfigSource>,
+    pub cds: Option<ConfigSource>,
+}
+
+/// Envoy's `ConfigSource`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigSource {
+    pub path: String,
+    pub kind: ConfigSourceKind,
+    /// `initial_fetch_timeout`; `None` is Envoy's default (15 s), zero waits for ever.
+    pub initial_fetch_timeout: Option<Duration>,
+}
+
+impl ConfigSource {
+    /// Envoy's default `initial_fetch_timeout`.
+    pub const DEFAULT_INITIAL_FETCH_TIMEOUT: Duration = Duration::from_secs(15);
+
+    /// How long warming waits for this source's first answer; `None`: for ever.
+    pub fn initial_fetch_deadline(&self) -> Option<Duration> {
+        match self.initial_fetch_timeout {
+            Some(d) if d.is_zero() => None,
+            Some(d) => Some(d),
+            None => Some(Self::DEFAULT_INITIAL_FETCH_TIMEOUT),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSourceKind {
+    /// `ads: {}`: the bootstrap's `ads_config` stream.
+    Ads,
+    /// `api_config_source`: a stream of its own (Istio's SDS to pilot-agent).
+    Api(ApiConfigSource),
+    /// `path_config_source.path` (or `path`): a file.
+    Path(PathBuf),
+}
+
+/// Envoy's `ApiConfigSource` with gRPC to one Envoy cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiConfigSource {
+    pub path: String,
+    pub api_type: XdsApiType,
+    /// `grpc_services[0].envoy_grpc.cluster_name`: a static cluster.
+    pub cluster_name: String,
+    pub set_node_on_first_message_only: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdsApiType {
+    /// State of the world.
+    Grpc,
+    /// Incremental.
+    DeltaGrpc,
 }
 
 impl Node {

@@ -3,6 +3,10 @@
 //! `Node` is a value together with its path (`static_resources.listeners[0]`); `Obj` is a mapping
 //! whose keys were checked against the allowed set when it was opened, so unknown fields are
 //! reported with their full path before anything inside the mapping is interpreted.
+//!
+//! Field names follow protobuf's JSON rule, as Envoy does: a field may be written in its proto
+//! name (`stat_prefix`) or its lowerCamelCase JSON name (`statPrefix`); both mean the same field,
+//! and giving both is an error. Keys of free-form maps (`any_obj`) are left alone.
 
 use serde_json::{Map, Value};
 
@@ -69,11 +73,19 @@ impl<'a> Node<'a> {
             .as_object()
             .ok_or_else(|| self.expected("a mapping"))?;
         for (key, value) in map {
-            if allowed.contains(&key.as_str()) {
+            let snake = snake_name(key);
+            let name = snake.as_deref().unwrap_or(key);
+            if snake.is_some() && map.contains_key(name) {
+                return Err(ConfigError::invalid(
+                    join(&self.path, key),
+                    format!("the same field as '{name}', which is also given"),
+                ));
+            }
+            if allowed.contains(&name) {
                 continue;
             }
             let path = join(&self.path, key);
-            if unsupported.contains(&key.as_str()) {
+            if unsupported.contains(&name) {
                 if value.is_null() {
                     continue;
                 }
@@ -226,6 +238,47 @@ impl<'a> Node<'a> {
     }
 }
 
+/// The proto (snake_case) name of a lowerCamelCase JSON field name; `None` when `key` has no
+/// upper-case letter or is not an identifier (it is already a proto name, or a map key such as
+/// `@type` or `envoy.extensions.upstreams.http.v3.HttpProtocolOptions`).
+pub(crate) fn snake_name(key: &str) -> Option<String> {
+    let identifier = key.starts_with(|c: char| c.is_ascii_lowercase())
+        && key.bytes().all(|b| b.is_ascii_alphanumeric());
+    if !identifier || !key.bytes().any(|b| b.is_ascii_uppercase()) {
+        return None;
+    }
+    let mut out = String::with_capacity(key.len() + 4);
+    for c in key.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    Some(out)
+}
+
+/// The lowerCamelCase JSON name of a proto field name (`stat_prefix` -> `statPrefix`).
+fn camel_name(key: &str) -> Option<String> {
+    if !key.contains('_') {
+        return None;
+    }
+    let mut out = String::with_capacity(key.len());
+    let mut upper = false;
+    for c in key.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.push(c.to_ascii_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    Some(out)
+}
+
 fn type_name(url: &str) -> &str {
     url.rsplit('/').next().unwrap_or(url)
 }
@@ -238,10 +291,19 @@ pub(crate) struct Obj<'a> {
 
 impl<'a> Obj<'a> {
     /// The field, if present and not null (protobuf JSON treats null as absent).
+    /// A field written in its JSON (lowerCamelCase) name is found too, and its path shows the
+    /// name as written.
     pub fn get(&self, key: &str) -> Option<Node<'a>> {
         match self.map.get(key) {
-            None | Some(Value::Null) => None,
+            Some(Value::Null) => None,
             Some(v) => Some(Node::new(v, join(&self.path, key))),
+            None => {
+                let camel = camel_name(key)?;
+                match self.map.get(&camel) {
+                    None | Some(Value::Null) => None,
+                    Some(v) => Some(Node::new(v, join(&self.path, &camel))),
+                }
+            }
         }
     }
 
@@ -292,5 +354,39 @@ impl<'a> Obj<'a> {
             .filter(|(k, _)| k.as_str() != "@type")
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_names_equal_proto_names() {
+        assert_eq!(
+            snake_name("deferredStatOptions").as_deref(),
+            Some("deferred_stat_options")
+        );
+        assert_eq!(snake_name("stat_prefix"), None);
+        assert_eq!(snake_name("@type"), None);
+        assert_eq!(
+            snake_name("envoy.extensions.upstreams.http.v3.HttpProtocolOptions"),
+            None
+        );
+        assert_eq!(camel_name("stat_prefix").as_deref(), Some("statPrefix"));
+        let v = serde_json::json!({"statPrefix": "x", "codec_type": "AUTO"});
+        let o = Node::new(&v, "hcm")
+            .obj(&["stat_prefix", "codec_type"])
+            .unwrap();
+        let n = o.get("stat_prefix").unwrap();
+        assert_eq!(
+            (n.v.as_str(), n.path.as_str()),
+            (Some("x"), "hcm.statPrefix")
+        );
+        let both = serde_json::json!({"statPrefix": "x", "stat_prefix": "y"});
+        let e = Node::new(&both, "hcm").obj(&["stat_prefix"]).err().unwrap();
+        assert!(e.to_string().contains("hcm.statPrefix"), "{e}");
+        let unknown = serde_json::json!({"statPrefixx": "x"});
+        assert!(Node::new(&unknown, "hcm").obj(&["stat_prefix"]).is_err());
     }
 }

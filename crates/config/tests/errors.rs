@@ -411,7 +411,9 @@ fn empty_and_odd_documents() {
         "bogus: unknown field"
     );
     assert_eq!(
-        parse_str("dynamic_resources: {}").unwrap_err().to_string(),
-        "dynamic_resources: not supported yet"
+        parse_str("dynamic_resources: {lds_config: {ads: {}}}")
+            .unwrap_err()
+            .to_string(),
+        "dynamic_resources.lds_config: uses ads, but dynamic_resources.ads_config is not set"
     );
 }

@@ -193,6 +193,7 @@ impl Cli {
             id: self.service_node.clone().unwrap_or_default(),
             cluster: self.service_cluster.clone().unwrap_or_default(),
             zone: self.service_zone.clone().unwrap_or_default(),
+            ..quickshake_config::Node::default()
         }
     }
 
