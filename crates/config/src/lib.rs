@@ -26,7 +26,7 @@ mod listener;
 mod merge;
 pub mod model;
 mod sds;
-pub use sds::load_sds_tls_certificate;
+pub use sds::{load_sds_tls_certificate, secret_resource, SecretKind};
 mod source;
 mod tls;
 mod walk;
@@ -38,6 +38,27 @@ pub use error::ConfigError;
 pub use merge::merge_json;
 pub use model::*;
 pub use source::{key_file_permission_warning, read_data_source};
+
+/// A copy of a configuration document (or xDS resource) with key material redacted, as
+/// `/config_dump` shows it.
+pub fn redacted_json(v: &serde_json::Value) -> serde_json::Value {
+    dump::redacted(v)
+}
+
+/// Parse one `Listener` resource as the xDS client receives it (its JSON form). Field paths in
+/// errors are relative to the listener (`filter_chains[0].filters[0]...`), in the same words
+/// as the static configuration's. `clusters` are the names routes and tcp proxies may use.
+pub fn listener_resource(
+    v: &serde_json::Value,
+    clusters: &[String],
+) -> Result<Listener, ConfigError> {
+    let names: cluster::ClusterNames = clusters.iter().cloned().collect();
+    let mut v = v.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("@type");
+    }
+    listener::listener(&walk::Node::new(&v, ""), 0, &names)
+}
 
 /// Load a configuration file: JSON when the extension is `.json`, YAML otherwise (JSON is also
 /// valid YAML, so a JSON document in a `.yaml` file works too).

@@ -281,15 +281,26 @@ pub struct TlsCertificate {
     pub watched_directory: Option<PathBuf>,
 }
 
-/// A `tls_certificate_sds_secret_configs[]` entry read from a file.
+/// A `tls_certificate_sds_secret_configs[]` entry: a `Secret` named `name`, from a file or
+/// from a control plane.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SdsSecretRef {
     /// Config path of the entry, for errors.
     pub path: String,
     /// The `Secret` resource's name.
     pub name: String,
-    /// `sds_config.path_config_source.path` (or `sds_config.path`).
-    pub file: PathBuf,
+    /// `sds_config`.
+    pub source: ConfigSource,
+}
+
+impl SdsSecretRef {
+    /// The secret file, when `sds_config` names one (`path_config_source.path` or `path`).
+    pub fn file(&self) -> Option<&std::path::Path> {
+        match &self.source.kind {
+            ConfigSourceKind::Path(p) => Some(p),
+            _ => None,
+        }
+    }
 }
 
 /// `private_key_provider`: the provider's typed config is kept as JSON and decoded by the

@@ -3,16 +3,19 @@
 //! `envoy.extensions.transport_sockets.tls.v3.Secret` resources, as Envoy reads them and as
 //! Envoy Gateway's `EnvoyPatchPolicy` produces them. The reference is kept unresolved in the
 //! model; `load_sds_tls_certificate` reads the file each time a context is built, so a changed
-//! file is picked up by a reload. SDS over gRPC (ADS) is out of scope.
-
-use std::path::PathBuf;
+//! file is picked up by a reload. A reference whose `sds_config` is `ads` or an
+//! `api_config_source` is resolved by the xDS client, which parses the `Secret` resources it
+//! receives with [`secret_resource`], the same parser files go through.
 
 use serde_json::Value;
 
 use crate::certificate::tls_certificate;
+use crate::config_source::config_source;
 use crate::error::ConfigError;
+use crate::model::DataSource;
 use crate::model::{SdsSecretRef, TlsCertificate};
 use crate::source::{read_config_text, yaml_text_to_json};
+use crate::tls::validation_context_ca;
 use crate::walk::Node;
 use crate::walk::Result;
 
@@ -22,39 +25,59 @@ const SECRET_TYPE: &str = "type.googleapis.com/envoy.extensions.transport_socket
 pub(crate) fn sds_secret_ref(node: &Node<'_>) -> Result<SdsSecretRef> {
     let o = node.obj(&["name", "sds_config"])?;
     let name = o.req("name")?.non_empty_str()?.to_owned();
-    let cfg = o.req("sds_config")?;
-    let co = cfg.obj_with(
-        &[
-            "path_config_source",
-            "path",
-            "resource_api_version",
-            "initial_fetch_timeout",
-        ],
-        &["api_config_source", "ads"],
-    )?;
-    let file = if let Some(pcs) = co.get("path_config_source") {
-        let po = pcs.obj(&["path", "watched_directory"])?;
-        po.req("path")?.non_empty_str()?.to_owned()
-    } else if let Some(p) = co.get("path") {
-        p.non_empty_str()?.to_owned()
-    } else {
-        return Err(cfg.err("needs path_config_source.path (SDS over gRPC is not supported yet)"));
-    };
+    let source = config_source(&o.req("sds_config")?)?;
     Ok(SdsSecretRef {
         path: node.path.clone(),
         name,
-        file: PathBuf::from(file),
+        source,
     })
+}
+
+/// What a `Secret` resource holds that quickshake uses.
+#[derive(Debug, Clone)]
+pub enum SecretKind {
+    TlsCertificate(TlsCertificate),
+    /// `validation_context.trusted_ca`.
+    ValidationContext(DataSource),
+}
+
+/// Parse one `envoy.extensions.transport_sockets.tls.v3.Secret` resource (its JSON form, with
+/// or without `@type`), as the xDS client receives it. Errors carry paths rooted at `path`.
+pub fn secret_resource(v: &Value, path: &str) -> Result<(String, SecretKind)> {
+    let node = Node::new(v, path);
+    let allowed = ["@type", "name", "tls_certificate", "validation_context"];
+    let unsupported = ["session_ticket_keys", "generic_secret"];
+    let so = if v.get("@type").is_some() {
+        node.typed(SECRET_TYPE, &allowed[1..], &unsupported)?
+    } else {
+        node.obj_with(&allowed[1..], &unsupported)?
+    };
+    let name = so.req("name")?.non_empty_str()?.to_owned();
+    let kind = match (so.get("tls_certificate"), so.get("validation_context")) {
+        (Some(tc), None) => SecretKind::TlsCertificate(tls_certificate(&tc)?),
+        (None, Some(vc)) => SecretKind::ValidationContext(validation_context_ca(&vc)?),
+        (Some(_), Some(_)) => {
+            return Err(node.err("only one of tls_certificate and validation_context may be set"))
+        }
+        (None, None) => return Err(node.err("needs tls_certificate or validation_context")),
+    };
+    Ok((name, kind))
 }
 
 /// Read an SDS secret file and build the named secret's `tls_certificate`. Errors name the
 /// secret file and the field inside it.
 pub fn load_sds_tls_certificate(r: &SdsSecretRef) -> Result<TlsCertificate> {
-    let text = read_config_text(&r.file).map_err(|e| ConfigError::Invalid {
+    let Some(file) = r.file() else {
+        return Err(ConfigError::Invalid {
+            path: format!("{}.sds_config", r.path),
+            message: format!("secret '{}' comes from a control plane, not a file", r.name),
+        });
+    };
+    let text = read_config_text(file).map_err(|e| ConfigError::Invalid {
         path: r.path.clone(),
         message: format!("SDS secret file: {e}"),
     })?;
-    let origin = r.file.display().to_string();
+    let origin = file.display().to_string();
     let doc = yaml_text_to_json(&text, &origin)?;
     let root = Node::new(&doc, origin.clone());
     let ro = root.obj(&["resources", "version_info"])?;

@@ -250,6 +250,14 @@ fn validation_context(node: &Node<'_>) -> Result<Option<DataSource>> {
     o.get("trusted_ca").map(|t| data_source(&t)).transpose()
 }
 
+/// A `Secret`'s `validation_context`, which must hold `trusted_ca`.
+pub(crate) fn validation_context_ca(node: &Node<'_>) -> Result<DataSource> {
+    match validation_context(node)? {
+        Some(ca) => Ok(ca),
+        None => Err(node.err("needs trusted_ca")),
+    }
+}
+
 /// A cluster's `UpstreamTlsContext`.
 pub(crate) fn upstream_tls_context(node: &Node<'_>) -> Result<UpstreamTls> {
     let o = node.typed(

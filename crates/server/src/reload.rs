@@ -68,7 +68,7 @@ pub fn watched_files(listener: &Listener) -> Vec<PathBuf> {
             cert_files(cert, &mut out);
         }
         for sds in &tls.sds_certificates {
-            out.push(sds.file.clone());
+            out.extend(sds.file().map(Path::to_path_buf));
             if let Ok(cert) = load_sds_tls_certificate(sds) {
                 cert_files(&cert, &mut out);
             }

@@ -1,0 +1,185 @@
+//! The message descriptors the bridge decodes resources with: every message `envoy-types` was
+//! generated from (its shipped descriptor set), plus the few that crate does not carry, declared
+//! here: the contrib private key providers (`cryptomb`, `qat`), quickshake's own batching
+//! provider, and `TypedStruct` (`udpa.type.v1` and `xds.type.v3`, as Istio wraps extensions).
+//! Field numbers and names are those of Envoy's `.proto` files.
+
+use std::sync::OnceLock;
+
+use prost::Message;
+use prost_reflect::DescriptorPool;
+use prost_types::field_descriptor_proto::{Label, Type};
+use prost_types::{DescriptorProto, FieldDescriptorProto, FileDescriptorProto, FileDescriptorSet};
+
+static ENVOY_TYPES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/envoy_types.bin"));
+
+/// The pool, built once.
+pub fn pool() -> Result<&'static DescriptorPool, String> {
+    static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
+    POOL.get_or_init(build).as_ref().map_err(Clone::clone)
+}
+
+fn build() -> Result<DescriptorPool, String> {
+    let mut set = FileDescriptorSet::decode(ENVOY_TYPES)
+        .map_err(|e| format!("envoy-types descriptor set: {e}"))?;
+    set.file.extend(declared());
+    DescriptorPool::from_file_descriptor_set(set).map_err(|e| format!("descriptor pool: {e}"))
+}
+
+fn field(name: &str, number: i32, ty: Type, type_name: Option<&str>) -> FieldDescriptorProto {
+    FieldDescriptorProto {
+        name: Some(name.to_owned()),
+        number: Some(number),
+        label: Some(Label::Optional as i32),
+        r#type: Some(ty as i32),
+        type_name: type_name.map(str::to_owned),
+        json_name: Some(json_name(name)),
+        ..Default::default()
+    }
+}
+
+fn json_name(name: &str) -> String {
+    let mut out = String::new();
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.push(c.to_ascii_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn message(name: &str, fields: Vec<FieldDescriptorProto>) -> DescriptorProto {
+    DescriptorProto {
+        name: Some(name.to_owned()),
+        field: fields,
+        ..Default::default()
+    }
+}
+
+fn file(
+    name: &str,
+    package: &str,
+    deps: &[&str],
+    messages: Vec<DescriptorProto>,
+) -> FileDescriptorProto {
+    FileDescriptorProto {
+        name: Some(name.to_owned()),
+        package: Some(package.to_owned()),
+        dependency: deps.iter().map(|d| (*d).to_owned()).collect(),
+        message_type: messages,
+        syntax: Some("proto3".to_owned()),
+        ..Default::default()
+    }
+}
+
+const DATA_SOURCE: &str = ".envoy.config.core.v3.DataSource";
+const DURATION: &str = ".google.protobuf.Duration";
+const STRUCT: &str = ".google.protobuf.Struct";
+
+/// `private_key = 1; poll_delay = 2`, as in Envoy's contrib cryptomb.proto and qat.proto.
+fn key_and_delay() -> Vec<FieldDescriptorProto> {
+    vec![
+        field("private_key", 1, Type::Message, Some(DATA_SOURCE)),
+        field("poll_delay", 2, Type::Message, Some(DURATION)),
+    ]
+}
+
+fn declared() -> Vec<FileDescriptorProto> {
+    let core = "envoy/config/core/v3/base.proto";
+    let duration = "google/protobuf/duration.proto";
+    let strukt = "google/protobuf/struct.proto";
+    let typed_struct = || {
+        message(
+            "TypedStruct",
+            vec![
+                field("type_url", 1, Type::String, None),
+                field("value", 2, Type::Message, Some(STRUCT)),
+            ],
+        )
+    };
+    vec![
+        file(
+            "quickshake/contrib/cryptomb.proto",
+            "envoy.extensions.private_key_providers.cryptomb.v3alpha",
+            &[core, duration],
+            vec![message("CryptoMbPrivateKeyMethodConfig", key_and_delay())],
+        ),
+        file(
+            "quickshake/contrib/qat.proto",
+            "envoy.extensions.private_key_providers.qat.v3alpha",
+            &[core, duration],
+            vec![message("QatPrivateKeyMethodConfig", key_and_delay())],
+        ),
+        file(
+            "quickshake/batching.proto",
+            "quickshake.private_key_providers.v1",
+            &[core, duration],
+            vec![
+                message(
+                    "BatchingConfig",
+                    vec![
+                        field("private_key", 1, Type::Message, Some(DATA_SOURCE)),
+                        field("poll_delay", 2, Type::Message, Some(DURATION)),
+                        field("engine", 3, Type::String, None),
+                        field("batching", 4, Type::String, None),
+                        field(
+                            "fault",
+                            5,
+                            Type::Message,
+                            Some(".quickshake.private_key_providers.v1.FaultConfig"),
+                        ),
+                    ],
+                ),
+                message(
+                    "FaultConfig",
+                    vec![
+                        field("error_every", 1, Type::Uint64, None),
+                        field("corrupt_every", 2, Type::Uint64, None),
+                        field("panic_every", 3, Type::Uint64, None),
+                        field("delay", 4, Type::Message, Some(DURATION)),
+                    ],
+                ),
+            ],
+        ),
+        file(
+            "quickshake/udpa_typed_struct.proto",
+            "udpa.type.v1",
+            &[strukt],
+            vec![typed_struct()],
+        ),
+        file(
+            "quickshake/xds_typed_struct.proto",
+            "xds.type.v3",
+            &[strukt],
+            vec![typed_struct()],
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_resource_and_declared_message_resolves() {
+        let pool = super::pool().unwrap();
+        for m in [
+            "envoy.config.listener.v3.Listener",
+            "envoy.config.route.v3.RouteConfiguration",
+            "envoy.config.cluster.v3.Cluster",
+            "envoy.config.endpoint.v3.ClusterLoadAssignment",
+            "envoy.extensions.transport_sockets.tls.v3.Secret",
+            "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+            "envoy.extensions.private_key_providers.cryptomb.v3alpha.CryptoMbPrivateKeyMethodConfig",
+            "envoy.extensions.private_key_providers.qat.v3alpha.QatPrivateKeyMethodConfig",
+            "quickshake.private_key_providers.v1.BatchingConfig",
+            "udpa.type.v1.TypedStruct",
+        ] {
+            assert!(pool.get_message_by_name(m).is_some(), "{m}");
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! The protocol state of one xDS stream, as a pure state machine: what to ask for, and what to
+//! answer to each response (ACK or NACK), for state-of-the-world and incremental streams alike.
+//! It does no I/O: [`crate::stream`] feeds it responses and sends what it returns, and the
+//! caller's `apply` decides whether a candidate set of resources can serve (a NACK otherwise).
+//!
+//! Rules kept here, as Envoy keeps them:
+//! - An update is accepted or rejected whole; a rejected one changes nothing, and the NACK
+//!   carries the last accepted `version_info`, the response's nonce and an `error_detail`.
+//! - LDS and CDS are wildcard subscriptions; RDS, EDS and SDS ask for the names the accepted
+//!   listeners and clusters use, and the subscription follows them.
+//! - On reconnect a state-of-the-world stream sends its last accepted versions, an incremental
+//!   one its resources' versions (`initial_resource_versions`), so a control plane that was
+//!   restarted sends only what changed, and the last accepted configuration serves meanwhile.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use crate::bridge;
+use crate::kind::Kind;
+
+/// One accepted resource.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub version: String,
+    /// Its JSON form (with key material: never log it; the dump redacts it).
+    pub json: Value,
+    pub last_updated: SystemTime,
+}
+
+/// Every accepted resource, by kind and name.
+pub type Resources = BTreeMap<Kind, BTreeMap<String, Entry>>;
+
+/// A response, as decoded from either stream kind.
+#[derive(Debug, Clone, Default)]
+pub struct Incoming {
+    pub type_url: String,
+    /// State of the world: the response's version.
+    pub version_info: String,
+    pub nonce: String,
+    /// `(name, version, type_url, bytes)`; state-of-the-world resources have no name or version
+    /// of their own (the name is read from the resource).
+    pub resources: Vec<(Option<String>, String, String, Vec<u8>)>,
+    /// Incremental: names removed.
+    pub removed: Vec<String>,
+}
+
+/// A request to send.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outgoing {
+    pub kind: Option<Kind>,
+    pub type_url: String,
+    /// State of the world: the names wanted (empty for a wildcard).
+    pub resource_names: Vec<String>,
+    /// State of the world: the last accepted version.
+    pub version_info: String,
+    pub nonce: String,
+    /// Incremental.
+    pub subscribe: Vec<String>,
+    pub unsubscribe: Vec<String>,
+    pub initial_versions: BTreeMap<String, String>,
+    /// A NACK's reason.
+    pub error: Option<String>,
+}
+
+/// What became of one response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Accepted { kind: Kind, version: String },
+    Rejected { kind: Option<Kind>, message: String },
+}
+
+#[derive(Debug, Default)]
+struct TypeState {
+    /// Last accepted `version_info` (state of the world).
+    version_info: String,
+    /// Names the control plane was last asked for (named kinds).
+    sent: Option<BTreeSet<String>>,
+    /// Whether a first request went out on this connection.
+    requested: bool,
+}
+
+/// One stream's state; `delta` picks the incremental protocol.
+#[derive(Debug)]
+pub struct Stream {
+    delta: bool,
+    kinds: Vec<Kind>,
+    types: BTreeMap<Kind, TypeState>,
+}
+
+impl Stream {
+    /// A stream serving `kinds` (all five for ADS).
+    pub fn new(delta: bool, kinds: &[Kind]) -> Self {
+        Stream {
+            delta,
+            kinds: kinds.to_vec(),
+            types: kinds.iter().map(|k| (*k, TypeState::default())).collect(),
+        }
+    }
+
+    /// The first requests of a (re)connected stream, in warming order.
+    pub fn connected(&mut self, resources: &Resources) -> Vec<Outgoing> {
+        for t in self.types.values_mut() {
+            t.requested = false;
+            t.sent = None;
+        }
+        self.subscriptions(resources)
+    }
+
+    /// Requests for kinds whose wanted names changed (or that were never asked for).
+    pub fn subscriptions(&mut self, resources: &Resources) -> Vec<Outgoing> {
+        let mut out = Vec::new();
+        for kind in self.kinds.clone() {
+            let wanted = wanted(kind, resources);
+            let delta = self.delta;
+            let Some(t) = self.types.get_mut(&kind) else {
+                continue;
+            };
+            match &wanted {
+                None if t.requested => continue,
+                Some(names) if t.sent.as_ref() == Some(names) => continue,
+                Some(names) if names.is_empty() && !t.requested => continue,
+                _ => {}
+            }
+            let mut o = Outgoing {
+                kind: Some(kind),
+                type_url: kind.type_url().to_owned(),
+                ..Default::default()
+            };
+            let names = wanted.clone().unwrap_or_default();
+            if delta {
+                if !t.requested {
+                    o.initial_versions = resources
+                        .get(&kind)
+                        .map(|m| {
+                            m.iter()
+                                .map(|(n, e)| (n.clone(), e.version.clone()))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    o.subscribe = names.iter().cloned().collect();
+                } else {
+                    let before = t.sent.clone().unwrap_or_default();
+                    o.subscribe = names.difference(&before).cloned().collect();
+                    o.unsubscribe = before.difference(&names).cloned().collect();
+                }
+            } else {
+                o.resource_names = names.iter().cloned().collect();
+                o.version_info = t.version_info.clone();
+            }
+            t.requested = true;
+            t.sent = wanted;
+            out.push(o);
+        }
+        out
+    }
+
+    /// Handle one response. `apply` gets the candidate resources (the accepted ones with this
+    /// update in) and says whether they can serve; on `Ok` they replace `resources`. Returns the
+    /// ACK or NACK, then any subscription changes the update caused, and the verdict.
+    pub fn respond(
+        &mut self,
+        resp: Incoming,
+        resources: &mut Resources,
+        apply: &mut dyn FnMut(&Resources) -> Result<(), String>,
+    ) -> (Vec<Outgoing>, Verdict) {
+        let kind = Kind::from_type_url(&resp.type_url).filter(|k| self.types.contains_key(k));
+        let Some(kind) = kind else {
+            let message = format!("unexpected resource type {}", resp.type_url);
+            let nack = Outgoing {
+                type_url: resp.type_url.clone(),
+                nonce: resp.nonce.clone(),
+                error: Some(message.clone()),
+                ..Default::default()
+            };
+            return (
+                vec![nack],
+                Verdict::Rejected {
+                    kind: None,
+                    message,
+                },
+            );
+        };
+        let result =
+            candidate(kind, &resp, resources, self.delta).and_then(|c| apply(&c).map(|()| c));
+        let t = self.types.entry(kind).or_default();
+        let mut ack = Outgoing {
+            kind: Some(kind),
+            type_url: resp.type_url.clone(),
+            nonce: resp.nonce.clone(),
+            ..Default::default()
+        };
+        if !self.delta {
+            ack.resource_names = t.sent.clone().unwrap_or_default().into_iter().collect();
+        }
+        match result {
+            Ok(c) => {
+                *resources = c;
+                t.version_info = resp.version_info.clone();
+                ack.version_info = resp.version_info.clone();
+                let mut out = vec![ack];
+                out.extend(self.subscriptions(resources));
+                let verdict = Verdict::Accepted {
+                    kind,
+                    version: resp.version_info,
+                };
+                (out, verdict)
+            }
+            Err(message) => {
+                ack.version_info = t.version_info.clone();
+                ack.error = Some(message.clone());
+                let verdict = Verdict::Rejected {
+                    kind: Some(kind),
+                    message,
+                };
+                (vec![ack], verdict)
+            }
+        }
+    }
+}
+
+/// The accepted resources with one response's update in.
+fn candidate(
+    kind: Kind,
+    resp: &Incoming,
+    current: &Resources,
+    delta: bool,
+) -> Result<Resources, String> {
+    let now = SystemTime::now();
+    let mut next = current.clone();
+    let map = next.entry(kind).or_default();
+    if !delta && kind.wildcard() {
+        map.clear();
+    }
+    let mut seen = BTreeSet::new();
+    for (name, version, type_url, bytes) in &resp.resources {
+        if type_url != kind.type_url() {
+            return Err(format!(
+                "a {} response holds a resource of type {type_url}",
+                kind.noun()
+            ));
+        }
+        let json = bridge::to_json(type_url, bytes).map_err(|e| e.to_string())?;
+        let own = json
+            .get(kind.name_field())
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let name = match name {
+            Some(n) if !n.is_empty() => n.clone(),
+            _ => own,
+        };
+        if name.is_empty() {
+            return Err(format!("a {} without a {}", kind.noun(), kind.name_field()));
+        }
+        if !seen.insert(name.clone()) {
+            return Err(format!(
+                "duplicate {} '{name}' in one response",
+                kind.noun()
+            ));
+        }
+        let version = if delta {
+            version.clone()
+        } else {
+            resp.version_info.clone()
+        };
+        map.insert(
+            name,
+            Entry {
+                version,
+                json,
+                last_updated: now,
+            },
+        );
+    }
+    for name in &resp.removed {
+        map.remove(name);
+    }
+    Ok(next)
+}
+
+/// The names a named kind wants, from the accepted listeners and clusters; `None` for a
+/// wildcard kind.
+pub fn wanted(kind: Kind, resources: &Resources) -> Option<BTreeSet<String>> {
+    let mut names = BTreeSet::new();
+    let each = |k: Kind| resources.get(&k).into_iter().flat_map(|m| m.values());
+    match kind {
+        Kind::Listener | Kind::Cluster => return None,
+        Kind::Route => {
+            for e in each(Kind::Listener) {
+                find(&e.json, &mut |o| {
+                    if let Some(n) = o
+                        .get("rds")
+                        .and_then(|r| r.get("route_config_name"))
+                        .and_then(Value::as_str)
+                    {
+                        names.insert(n.to_owned());
+                    }
+                });
+            }
+        }
+        Kind::Endpoint => {
+            for (name, e) in resources.get(&Kind::Cluster).into_iter().flatten() {
+                if e.json.get("type").and_then(Value::as_str) == Some("EDS") {
+                    let service = e
+                        .json
+                        .get("eds_cluster_config")
+                        .and_then(|c| c.get("service_name"))
+                        .and_then(Value::as_str)
+                        .filter(|s| !s.is_empty());
+                    names.insert(service.unwrap_or(name).to_owned());
+                }
+            }
+        }
+        Kind::Secret => {
+            for e in each(Kind::Listener).chain(each(Kind::Cluster)) {
+                find(&e.json, &mut |o| {
+                    let refs = o
+                        .get("tls_certificate_sds_secret_configs")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .chain(o.get("validation_context_sds_secret_config"));
+                    for r in refs {
+                        let from_xds = r.get("sds_config").is_some_and(|c| {
+                            c.get("ads").is_some() || c.get("api_config_source").is_some()
+                        });
+                        if let (true, Some(n)) = (from_xds, r.get("name").and_then(Value::as_str)) {
+                            names.insert(n.to_owned());
+                        }
+                    }
+                });
+            }
+        }
+    }
+    Some(names)
+}
+
+/// Call `f` on every object in `v`.
+fn find(v: &Value, f: &mut dyn FnMut(&serde_json::Map<String, Value>)) {
+    match v {
+        Value::Object(o) => {
+            f(o);
+            for child in o.values() {
+                find(child, f);
+            }
+        }
+        Value::Array(a) => {
+            for child in a {
+                find(child, f);
+            }
+        }
+        _ => {}
+    }
+}
