@@ -17,7 +17,8 @@ pub fn cluster_manager(clusters: &[Cluster], store: &Store) -> Result<ClusterMan
     })
 }
 
-fn spec(c: &Cluster) -> Result<ClusterSpec, ServerError> {
+/// One cluster's upstream spec (also for clusters a control plane sends).
+pub fn spec(c: &Cluster) -> Result<ClusterSpec, ServerError> {
     let tls = match &c.upstream_tls {
         None => None,
         Some(t) => {

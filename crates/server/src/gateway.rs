@@ -4,17 +4,17 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use quickshake_config::Bootstrap;
+use quickshake_config::{Bootstrap, Listener};
 use quickshake_keyprovider::Providers;
 use quickshake_stats::Store;
 use quickshake_upstream::ClusterManager;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::error::ServerError;
 use crate::listener::{self, ListenerShared};
 use crate::options::GatewayOptions;
 use crate::shared::ServerShared;
-use crate::worker;
+use crate::worker::{self, WorkerCmd};
 
 /// A started gateway: listeners bound, workers running.
 pub struct Gateway {
@@ -23,6 +23,47 @@ pub struct Gateway {
     pub shared: Arc<ServerShared>,
     drain_tx: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
+    cmds: Workers,
+}
+
+/// The command side of every worker: how listeners are added while the gateway runs.
+#[derive(Clone)]
+pub struct Workers(Vec<mpsc::UnboundedSender<WorkerCmd>>);
+
+/// Stops a listener added with [`Workers::listen`] when told to, or when dropped.
+pub struct ListenerStop(watch::Sender<bool>);
+
+impl Drop for ListenerStop {
+    fn drop(&mut self) {
+        let _ = self.0.send(true);
+    }
+}
+
+impl Workers {
+    /// Bind `cfg`'s address once per worker and have each worker accept on it.
+    pub fn listen(
+        &self,
+        cfg: &Listener,
+        shared: Arc<ListenerShared>,
+    ) -> Result<ListenerStop, ServerError> {
+        let sockets = self
+            .0
+            .iter()
+            .map(|_| listener::bind_reuseport(cfg.address, &cfg.path))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (tx, rx) = watch::channel(false);
+        for (worker, socket) in self.0.iter().zip(sockets) {
+            let cmd = WorkerCmd::Listen {
+                shared: shared.clone(),
+                socket,
+                stop: rx.clone(),
+            };
+            if worker.send(cmd).is_err() {
+                tracing::warn!(listener = %cfg.name, "a worker has stopped; it does not take the new listener");
+            }
+        }
+        Ok(ListenerStop(tx))
+    }
 }
 
 /// Build every listener (loading certificates and keys) without binding anything: what
@@ -71,8 +112,11 @@ impl Gateway {
         store.gauge("server.concurrency").set(concurrency as i64);
         let (drain_tx, drain_rx) = watch::channel(false);
         let mut workers = Vec::new();
+        let mut cmds = Vec::new();
         for (i, sockets) in per_worker.into_iter().enumerate() {
             let (server, drain) = (shared.clone(), drain_rx.clone());
+            let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+            cmds.push(cmd_tx);
             let run = worker::WorkerRun {
                 index: i,
                 drain_timeout: opts.drain_time,
@@ -80,7 +124,7 @@ impl Gateway {
             };
             let handle = std::thread::Builder::new()
                 .name(format!("wrk:{i}"))
-                .spawn(move || worker::run_worker(run, sockets, server, drain))
+                .spawn(move || worker::run_worker(run, sockets, cmd_rx, server, drain))
                 .map_err(ServerError::Thread)?;
             workers.push(handle);
         }
@@ -90,7 +134,13 @@ impl Gateway {
             shared,
             drain_tx,
             workers,
+            cmds: Workers(cmds),
         })
+    }
+
+    /// How listeners are added to the running workers.
+    pub fn workers(&self) -> Workers {
+        self.cmds.clone()
     }
 
     /// A handle that starts a graceful drain when called.

@@ -3,7 +3,8 @@
 //! selection by SNI and TLS handshakes (`connection`), HTTP/1.1 and HTTP/2 serving with Envoy's
 //! route table, direct responses and redirects (`http`, `http_runtime`, `routing`), forwarding
 //! to upstream clusters with retries and WebSocket upgrades (`proxy`, `upgrade`), `tcp_proxy`,
-//! access logs, certificate rotation (`reload`), connection limits and graceful drain.
+//! access logs, certificate rotation (`reload`), configuration from a control plane applied
+//! while serving (`dynamic`, the xDS client's sink), connection limits and graceful drain.
 //!
 //! It owns sockets and event loops. It must not parse configuration (that is
 //! `quickshake-config`), touch BoringSSL beyond driving a handshake (`quickshake-tls`), or
@@ -15,6 +16,7 @@ pub mod admin_state;
 pub mod body;
 pub mod clusters;
 pub mod connection;
+pub mod dynamic;
 pub mod error;
 pub mod gateway;
 pub mod handoff;
@@ -33,7 +35,8 @@ pub mod upgrade;
 pub mod worker;
 
 pub use error::ServerError;
-pub use gateway::{build_listeners, DrainHandle, Gateway};
+pub use dynamic::DynamicConfig;
+pub use gateway::{build_listeners, DrainHandle, Gateway, Workers};
 pub use listener::{ChainRuntime, ListenerShared};
 pub use options::{GatewayOptions, HandshakePriority};
 pub use shared::ServerShared;

@@ -31,20 +31,32 @@ pub struct WorkerRun {
 
 type Sockets = Vec<(Arc<ListenerShared>, std::net::TcpListener)>;
 
+/// What a running worker is told after it started: listeners added by a control plane.
+pub enum WorkerCmd {
+    /// Accept on this worker's socket of a new listener until `stop` turns true (the listener
+    /// was removed or replaced) or the gateway drains. Connections it accepted finish.
+    Listen {
+        shared: Arc<ListenerShared>,
+        socket: std::net::TcpListener,
+        stop: watch::Receiver<bool>,
+    },
+}
+
 /// Run one worker until drained: accept on every listener, then wait for connections to end.
 pub fn run_worker(
     run: WorkerRun,
     sockets: Sockets,
+    cmds: mpsc::UnboundedReceiver<WorkerCmd>,
     server: Arc<ServerShared>,
     drain: watch::Receiver<bool>,
 ) {
     match run.handshake_priority {
         HandshakePriority::Normal => {
             if let Some(rt) = runtime(run.index) {
-                rt.block_on(accept_and_serve(run, sockets, server, drain));
+                rt.block_on(accept_and_serve(run, sockets, cmds, server, drain));
             }
         }
-        HandshakePriority::Idle => run_split(run, sockets, server, drain),
+        HandshakePriority::Idle => run_split(run, sockets, cmds, server, drain),
     }
     tracing::debug!(worker = run.index, "worker stopped");
 }
@@ -67,6 +79,7 @@ fn runtime(index: usize) -> Option<Runtime> {
 fn run_split(
     run: WorkerRun,
     sockets: Sockets,
+    cmds: mpsc::UnboundedReceiver<WorkerCmd>,
     server: Arc<ServerShared>,
     drain: watch::Receiver<bool>,
 ) {
@@ -85,7 +98,7 @@ fn run_split(
             }
             if let Some(hs_rt) = runtime(run.index) {
                 handoff::set_serving_thread(tx);
-                hs_rt.block_on(accept_and_serve(run, sockets, server, drain));
+                hs_rt.block_on(accept_and_serve(run, sockets, cmds, server, drain));
                 handoff::clear_serving_thread();
             }
         });
@@ -109,19 +122,41 @@ fn run_split(
 async fn accept_and_serve(
     run: WorkerRun,
     sockets: Sockets,
+    mut cmds: mpsc::UnboundedReceiver<WorkerCmd>,
     server: Arc<ServerShared>,
     drain: watch::Receiver<bool>,
 ) {
     let mut accepts = Vec::new();
-    for (shared, std_listener) in sockets {
-        match TcpListener::from_std(std_listener) {
+    let mut watch_drain = drain.clone();
+    let mut listen = |shared: Arc<ListenerShared>, socket, stop| {
+        match TcpListener::from_std(socket) {
             Ok(l) => accepts.push(tokio::spawn(accept_loop(
                 l,
                 shared,
                 server.clone(),
                 drain.clone(),
+                stop,
             ))),
             Err(e) => tracing::error!(worker = run.index, error = %e, "cannot register listener"),
+        }
+    };
+    for (shared, std_listener) in sockets {
+        listen(shared, std_listener, None);
+    }
+    // Listeners added later, until the gateway drains.
+    while !*watch_drain.borrow() {
+        tokio::select! {
+            cmd = cmds.recv() => match cmd {
+                Some(WorkerCmd::Listen { shared, socket, stop }) => listen(shared, socket, Some(stop)),
+                None => {
+                    let _ = watch_drain.changed().await;
+                }
+            },
+            changed = watch_drain.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+            }
         }
     }
     for a in accepts {
@@ -134,11 +169,27 @@ async fn accept_and_serve(
     }
 }
 
+/// A listener's own stop signal (dynamic listeners only); `None` never fires.
+async fn stopped(stop: &mut Option<watch::Receiver<bool>>) {
+    match stop {
+        Some(rx) => {
+            while !*rx.borrow() {
+                if rx.changed().await.is_err() {
+                    // The manager went away without stopping it: keep accepting.
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
 async fn accept_loop(
     listener: TcpListener,
     shared: Arc<ListenerShared>,
     server: Arc<ServerShared>,
     mut drain: watch::Receiver<bool>,
+    mut stop: Option<watch::Receiver<bool>>,
 ) {
     if *drain.borrow() {
         return;
@@ -159,6 +210,10 @@ async fn accept_loop(
                 if changed.is_err() || *drain.borrow() {
                     break;
                 }
+            }
+            () = stopped(&mut stop) => {
+                tracing::info!(listener = %shared.name, "listener removed; its connections finish");
+                break;
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use http::{Request, Response};
 
@@ -18,18 +18,19 @@ use crate::shared::Shared;
 use crate::spec::{ClusterSpec, Protocol};
 use crate::stats::ClusterStats;
 
-/// All clusters, by name. Cloning shares them.
+/// All clusters, by name. Cloning shares them. Static clusters are built once; clusters from a
+/// control plane are added, replaced and removed while the gateway runs ([`Self::upsert`],
+/// [`Self::remove`]): a lookup after the change sees the new set, and whoever holds a
+/// [`Cluster`] keeps it (its pools and requests in flight) until it lets go.
 #[derive(Clone)]
 pub struct ClusterManager {
-    clusters: Arc<HashMap<String, Cluster>>,
+    clusters: Arc<RwLock<Arc<HashMap<String, Cluster>>>>,
 }
 
 impl std::fmt::Debug for ClusterManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut names: Vec<&String> = self.clusters.keys().collect();
-        names.sort();
         f.debug_struct("ClusterManager")
-            .field("clusters", &names)
+            .field("clusters", &self.names())
             .finish()
     }
 }
@@ -53,20 +54,53 @@ impl ClusterManager {
             clusters.insert(cluster.name().to_owned(), cluster);
         }
         Ok(ClusterManager {
-            clusters: Arc::new(clusters),
+            clusters: Arc::new(RwLock::new(Arc::new(clusters))),
         })
+    }
+
+    fn current(&self) -> Arc<HashMap<String, Cluster>> {
+        self.clusters
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The cluster `name`.
     pub fn cluster(&self, name: &str) -> Option<Cluster> {
-        self.clusters.get(name).cloned()
+        self.current().get(name).cloned()
     }
 
     /// Names of all clusters, sorted.
-    pub fn names(&self) -> Vec<&str> {
-        let mut v: Vec<&str> = self.clusters.keys().map(String::as_str).collect();
+    pub fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.current().keys().cloned().collect();
         v.sort_unstable();
         v
+    }
+
+    /// Build a cluster and put it in place of the one of the same name, if any.
+    pub fn upsert(
+        &self,
+        spec: ClusterSpec,
+        store: &quickshake_stats::Store,
+    ) -> Result<Cluster, UpstreamError> {
+        let cluster = Cluster::new(spec, store)?;
+        let mut guard = self.clusters.write().unwrap_or_else(PoisonError::into_inner);
+        let mut next = HashMap::clone(&guard);
+        next.insert(cluster.name().to_owned(), cluster.clone());
+        *guard = Arc::new(next);
+        Ok(cluster)
+    }
+
+    /// Take a cluster out; whether it was there.
+    pub fn remove(&self, name: &str) -> bool {
+        let mut guard = self.clusters.write().unwrap_or_else(PoisonError::into_inner);
+        if !guard.contains_key(name) {
+            return false;
+        }
+        let mut next = HashMap::clone(&guard);
+        next.remove(name);
+        *guard = Arc::new(next);
+        true
     }
 }
 

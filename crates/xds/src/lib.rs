@@ -15,6 +15,7 @@
 //!   is down, and it reconnects with jittered backoff.
 //! - Key material in resources is never logged; [`dump`] redacts it as `/config_dump` does.
 
+pub mod assemble;
 pub mod bridge;
 pub mod descriptors;
 pub mod dump;

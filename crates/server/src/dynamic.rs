@@ -1,0 +1,217 @@
+//! Configuration from a control plane, applied while the gateway serves: the xDS client's
+//! [`Sink`]. Each accepted update is assembled into listeners and clusters
+//! ([`quickshake_xds::assemble`]) and reconciled with what runs, by fingerprint:
+//! - a new or changed cluster is built and put in place; a removed one goes (requests holding
+//!   it finish); EDS endpoints replace a cluster's hosts without rebuilding it;
+//! - a new listener is bound on every worker; a changed one at the same address gets new filter
+//!   chains in place (open connections keep theirs, as with certificate rotation); one that
+//!   moved or was removed stops accepting, and its connections finish.
+//!
+//! Nothing changes unless the whole update builds: an error is returned for the NACK and the
+//! previous configuration keeps serving.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use quickshake_config::{Bootstrap, Listener};
+use quickshake_keyprovider::Providers;
+use quickshake_stats::Store;
+use quickshake_upstream::ClusterManager;
+use quickshake_xds::assemble::{assemble, Assembled};
+use quickshake_xds::{Resources, Sink};
+
+use crate::clusters;
+use crate::gateway::{ListenerStop, Workers};
+use crate::listener::{build_chains, ListenerShared};
+
+struct Active {
+    address: SocketAddr,
+    proxy_protocol: bool,
+    fingerprint: u64,
+    shared: Arc<ListenerShared>,
+    _stop: ListenerStop,
+}
+
+/// The running dynamic configuration.
+pub struct DynamicConfig {
+    boot: Bootstrap,
+    workers: Workers,
+    store: Store,
+    providers: Arc<Providers>,
+    clusters: ClusterManager,
+    listeners: HashMap<String, Active>,
+    cluster_prints: HashMap<String, u64>,
+    endpoint_prints: HashMap<String, u64>,
+    warming_logged: Vec<(String, String)>,
+}
+
+impl DynamicConfig {
+    pub fn new(
+        boot: Bootstrap,
+        workers: Workers,
+        store: Store,
+        providers: Arc<Providers>,
+        clusters: ClusterManager,
+    ) -> Self {
+        DynamicConfig {
+            boot,
+            workers,
+            store,
+            providers,
+            clusters,
+            listeners: HashMap::new(),
+            cluster_prints: HashMap::new(),
+            endpoint_prints: HashMap::new(),
+            warming_logged: Vec::new(),
+        }
+    }
+
+    fn check_addresses(&self, a: &Assembled) -> Result<(), String> {
+        let mut seen: BTreeMap<SocketAddr, &str> = self
+            .boot
+            .listeners
+            .iter()
+            .map(|l| (l.address, l.name.as_str()))
+            .collect();
+        if let Some(admin) = &self.boot.admin {
+            seen.insert(admin.address, "admin");
+        }
+        for b in &a.listeners {
+            let l = &b.value;
+            if l.address.port() == 0 {
+                continue;
+            }
+            if let Some(other) = seen.insert(l.address, &l.name) {
+                return Err(format!(
+                    "Error adding/updating listener(s) {}: address: {} is already used by {other}",
+                    l.name, l.address
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_clusters(&mut self, a: &Assembled) -> Result<(), String> {
+        for b in &a.clusters {
+            let c = &b.value;
+            if self.cluster_prints.get(&c.name) == Some(&b.fingerprint) {
+                continue;
+            }
+            let spec = clusters::spec(c).map_err(|e| {
+                format!("Error adding/updating cluster(s) {}: {e}", c.name)
+            })?;
+            self.clusters
+                .upsert(spec, &self.store)
+                .map_err(|e| format!("Error adding/updating cluster(s) {}: {e}", c.name))?;
+            self.cluster_prints.insert(c.name.clone(), b.fingerprint);
+            self.endpoint_prints.remove(&c.name);
+            tracing::info!(cluster = %c.name, "cluster added or updated");
+        }
+        let gone: Vec<String> = self
+            .cluster_prints
+            .keys()
+            .filter(|n| !a.clusters.iter().any(|b| &b.value.name == *n))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.clusters.remove(&name);
+            self.cluster_prints.remove(&name);
+            self.endpoint_prints.remove(&name);
+            tracing::info!(cluster = %name, "cluster removed");
+        }
+        for (name, b) in &a.endpoints {
+            if self.endpoint_prints.get(name) == Some(&b.fingerprint) {
+                continue;
+            }
+            let Some(cluster) = self.clusters.cluster(name) else { continue };
+            let addrs = b
+                .value
+                .iter()
+                .filter_map(|e| {
+                    let ip: std::net::IpAddr = e.host.trim_matches(['[', ']']).parse().ok()?;
+                    Some(SocketAddr::new(ip, e.port))
+                })
+                .collect::<Vec<_>>();
+            tracing::info!(cluster = %name, endpoints = addrs.len(), "endpoints updated");
+            cluster.set_endpoints(addrs);
+            self.endpoint_prints.insert(name.clone(), b.fingerprint);
+        }
+        Ok(())
+    }
+
+    fn apply_listeners(&mut self, a: &Assembled) -> Result<(), String> {
+        let err = |l: &Listener, e: &dyn std::fmt::Display| {
+            format!("Error adding/updating listener(s) {}: {e}", l.name)
+        };
+        // Build everything that changed before touching what runs.
+        let mut in_place = Vec::new();
+        let mut fresh = Vec::new();
+        for b in &a.listeners {
+            let l = &b.value;
+            match self.listeners.get(&l.name) {
+                Some(act) if act.fingerprint == b.fingerprint => {}
+                Some(act) if act.address == l.address && act.proxy_protocol == l.proxy_protocol => {
+                    let chains = build_chains(l, &self.store, &self.providers, &self.clusters, &act.shared.scope)
+                        .map_err(|e| err(l, &e))?;
+                    in_place.push((l.name.clone(), chains, b.fingerprint));
+                }
+                _ => {
+                    let shared = ListenerShared::build(l, &self.store, &self.providers, &self.clusters)
+                        .map_err(|e| err(l, &e))?;
+                    fresh.push((l.clone(), Arc::new(shared), b.fingerprint));
+                }
+            }
+        }
+        for (name, chains, print) in in_place {
+            if let Some(act) = self.listeners.get_mut(&name) {
+                act.shared.replace_chains(chains);
+                act.fingerprint = print;
+                tracing::info!(listener = %name, "listener updated in place; open connections keep their filter chains");
+            }
+        }
+        let gone: Vec<String> = self
+            .listeners
+            .keys()
+            .filter(|n| !a.listeners.iter().any(|b| &b.value.name == *n))
+            .cloned()
+            .collect();
+        for name in gone {
+            // Dropping the stop handle stops its accept loops.
+            self.listeners.remove(&name);
+            tracing::info!(listener = %name, "listener removed; its connections finish");
+        }
+        for (l, shared, print) in fresh {
+            // A listener that moved: stop the old one first, so the address is its own.
+            self.listeners.remove(&l.name);
+            let stop = self.workers.listen(&l, shared.clone()).map_err(|e| err(&l, &e))?;
+            tracing::info!(listener = %l.name, address = %l.address, "listener added");
+            self.listeners.insert(
+                l.name.clone(),
+                Active {
+                    address: l.address,
+                    proxy_protocol: l.proxy_protocol,
+                    fingerprint: print,
+                    shared,
+                    _stop: stop,
+                },
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Sink for DynamicConfig {
+    fn apply(&mut self, resources: &Resources) -> Result<(), String> {
+        let a = assemble(&self.boot, resources)?;
+        self.check_addresses(&a)?;
+        for w in &a.warming {
+            if !self.warming_logged.contains(w) {
+                tracing::info!(listener = %w.0, waiting_for = %w.1, "listener warming");
+                self.warming_logged.push(w.clone());
+            }
+        }
+        self.apply_clusters(&a)?;
+        self.apply_listeners(&a)
+    }
+}

@@ -1,0 +1,157 @@
+//! From accepted resources to the configuration the data path serves: every resource parsed by
+//! the configuration crate (the one parser), RDS route configurations put into the connection
+//! managers that name them, SDS secrets into the TLS contexts, EDS endpoints beside their
+//! clusters. Pure: no I/O beyond what parsing a resource reads (a `filename` data source).
+//!
+//! Warming, as Envoy does it: a listener whose route configuration or secret has not arrived
+//! is left out (it is not served yet) and listed in [`Assembled::warming`]; an EDS cluster
+//! serves with no endpoints (503 `UH`) until its assignment arrives.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+
+use quickshake_config::{
+    cluster_load_assignment, cluster_resource, listener_resource, route_configuration,
+    secret_resource, Bootstrap, Cluster, ClusterDiscovery, ConfigSourceKind, Endpoint, Listener,
+    NetworkFilter, RouteSource, SecretKind,
+};
+use serde_json::Value;
+
+use crate::kind::Kind;
+use crate::state::Resources;
+
+/// A parsed resource and a fingerprint of everything it was built from: equal fingerprints
+/// mean nothing to rebuild.
+#[derive(Debug, Clone)]
+pub struct Built<T> {
+    pub value: T,
+    pub fingerprint: u64,
+}
+
+/// What the data path should serve besides the static bootstrap.
+#[derive(Debug, Clone, Default)]
+pub struct Assembled {
+    pub listeners: Vec<Built<Listener>>,
+    pub clusters: Vec<Built<Cluster>>,
+    /// EDS clusters' endpoints, by cluster name.
+    pub endpoints: BTreeMap<String, Built<Vec<Endpoint>>>,
+    /// Listeners waiting for a route configuration or secret: `(name, what)`.
+    pub warming: Vec<(String, String)>,
+}
+
+fn fingerprint(parts: &[&Value]) -> u64 {
+    let mut h = DefaultHasher::new();
+    for p in parts {
+        p.to_string().hash(&mut h);
+    }
+    h.finish()
+}
+
+fn each(resources: &Resources, kind: Kind) -> impl Iterator<Item = (&String, &crate::Entry)> {
+    resources.get(&kind).into_iter().flatten()
+}
+
+/// Parse and resolve everything. An error names the resource and the field path, in the words
+/// Envoy's NACKs use ("Error adding/updating listener(s) web: ...").
+pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, String> {
+    let mut out = Assembled::default();
+    let nack = |kind: Kind, name: &str, e: &dyn std::fmt::Display| {
+        format!("Error adding/updating {}(s) {name}: {e}", kind.noun())
+    };
+
+    // Clusters first: routes and tcp proxies name them.
+    let static_names: BTreeSet<&str> = boot.clusters.iter().map(|c| c.name.as_str()).collect();
+    let mut all_clusters = Vec::new();
+    for (name, e) in each(resources, Kind::Cluster) {
+        if static_names.contains(name.as_str()) {
+            return Err(nack(Kind::Cluster, name, &"a static cluster has this name"));
+        }
+        let c = cluster_resource(&e.json, "").map_err(|err| nack(Kind::Cluster, name, &err))?;
+        all_clusters.push(&e.json);
+        out.clusters.push(Built {
+            value: c,
+            fingerprint: fingerprint(&[&e.json]),
+        });
+    }
+    let clusters_print = fingerprint(&all_clusters);
+    for b in &out.clusters {
+        if let ClusterDiscovery::Eds { service_name, .. } = &b.value.discovery {
+            let Some(e) = resources.get(&Kind::Endpoint).and_then(|m| m.get(service_name)) else {
+                continue;
+            };
+            let eps = cluster_load_assignment(&e.json, "")
+                .map_err(|err| nack(Kind::Endpoint, service_name, &err))?;
+            out.endpoints.insert(
+                b.value.name.clone(),
+                Built {
+                    value: eps,
+                    fingerprint: fingerprint(&[&e.json]),
+                },
+            );
+        }
+    }
+    let mut names: Vec<String> = boot.clusters.iter().map(|c| c.name.clone()).collect();
+    names.extend(out.clusters.iter().map(|b| b.value.name.clone()));
+
+    let static_listeners: BTreeSet<&str> = boot.listeners.iter().map(|l| l.name.as_str()).collect();
+    'listeners: for (name, e) in each(resources, Kind::Listener) {
+        if static_listeners.contains(name.as_str()) {
+            return Err(nack(Kind::Listener, name, &"a static listener has this name"));
+        }
+        let mut l = listener_resource(&e.json, &names).map_err(|err| nack(Kind::Listener, name, &err))?;
+        l.name.clone_from(name);
+        l.path = format!("listener '{name}'");
+        let mut parts: Vec<&Value> = vec![&e.json];
+        for chain in &mut l.filter_chains {
+            if let NetworkFilter::Http(hcm) = &mut chain.network {
+                if let RouteSource::Rds { route_config_name, .. } = &hcm.routes {
+                    let Some(r) = resources.get(&Kind::Route).and_then(|m| m.get(route_config_name)) else {
+                        out.warming.push((name.clone(), format!("route configuration '{route_config_name}'")));
+                        continue 'listeners;
+                    };
+                    let rc = route_configuration(&r.json, "")
+                        .map_err(|err| nack(Kind::Route, route_config_name, &err))?;
+                    parts.push(&r.json);
+                    hcm.routes = RouteSource::Static(rc);
+                }
+            }
+            let Some(tls) = &mut chain.tls else { continue };
+            let mut kept = Vec::new();
+            for sds in std::mem::take(&mut tls.sds_certificates) {
+                if matches!(sds.source.kind, ConfigSourceKind::Path(_)) {
+                    kept.push(sds);
+                    continue;
+                }
+                let Some(s) = resources.get(&Kind::Secret).and_then(|m| m.get(&sds.name)) else {
+                    out.warming.push((name.clone(), format!("secret '{}'", sds.name)));
+                    continue 'listeners;
+                };
+                let (_, kind) = secret_resource(&s.json, "")
+                    .map_err(|err| nack(Kind::Secret, &sds.name, &err))?;
+                match kind {
+                    SecretKind::TlsCertificate(mut cert) => {
+                        cert.path = format!("{} (secret '{}')", sds.path, sds.name);
+                        tls.certificates.push(cert);
+                    }
+                    SecretKind::ValidationContext(_) => {
+                        return Err(nack(
+                            Kind::Listener,
+                            name,
+                            &format!("{}: secret '{}' holds a validation_context, not a tls_certificate", sds.path, sds.name),
+                        ))
+                    }
+                }
+                parts.push(&s.json);
+            }
+            tls.sds_certificates = kept;
+        }
+        let mut print = fingerprint(&parts);
+        print ^= clusters_print.rotate_left(1);
+        out.listeners.push(Built {
+            value: l,
+            fingerprint: print,
+        });
+    }
+    Ok(out)
+}
