@@ -71,6 +71,9 @@ fn main() -> ExitCode {
         Err(e) => return fail(&origin.error(&e)),
     };
     cfg.node.override_with(&cli.service_flags());
+    for field in &cfg.ignored {
+        tracing::info!(%field, "accepted with no effect in quickshake");
+    }
     let store = Store::new();
     let providers = Arc::new(Providers::new(store.clone(), cli.provider_options()));
     let clusters = match quickshake_server::clusters::cluster_manager(&cfg.clusters, &store) {
@@ -199,6 +202,10 @@ fn serve(
         clusters.clone(),
         Duration::from_millis(cli.reload_interval_ms),
     );
+    let xds = match &cfg.dynamic {
+        Some(d) => Some(start_xds(d, &cfg, &gateway, &store, providers, clusters)?),
+        None => None,
+    };
     let mut admin = GatewayAdmin::new(
         store.clone(),
         gateway.listeners.clone(),
@@ -208,7 +215,13 @@ fn serve(
     );
     admin.node = cfg.node.clone();
     let dump_providers = providers.clone();
-    admin.extra_dump = Some(Box::new(move || dump_providers.config_dump()));
+    admin.extra_dump = Some(Box::new(move || {
+        let mut sections = dump_providers.config_dump();
+        if let Some(x) = &xds {
+            sections.extend(quickshake_xds::dump::config_dump(&x.resources()));
+        }
+        sections
+    }));
     let admin: Arc<dyn AdminState> = Arc::new(admin);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -231,6 +244,53 @@ fn serve(
     gateway.join();
     tracing::info!("exiting");
     Ok(())
+}
+
+/// Start the xDS client for `dynamic_resources.ads_config`, talking to the static cluster it
+/// names (its first endpoint: `socket_address`, or `pipe.path` as Istio renders it).
+fn start_xds(
+    d: &quickshake_config::DynamicResources,
+    cfg: &Bootstrap,
+    gateway: &Gateway,
+    store: &Store,
+    providers: &Arc<Providers>,
+    clusters: &quickshake_upstream::ClusterManager,
+) -> Result<quickshake_xds::XdsHandle, String> {
+    let Some(ads) = &d.ads else {
+        return Err(format!(
+            "{}: only ads_config sources are supported yet (lds_config/cds_config: {{ads: {{}}}})",
+            d.path
+        ));
+    };
+    let cluster = cfg
+        .clusters
+        .iter()
+        .find(|c| c.name == ads.cluster_name)
+        .ok_or_else(|| format!("{}: unknown cluster '{}'", ads.path, ads.cluster_name))?;
+    let endpoint = match (cluster.endpoints.first(), &cluster.pipe) {
+        (_, Some(path)) => quickshake_xds::XdsEndpoint::Unix(path.clone()),
+        (Some(e), None) => quickshake_xds::XdsEndpoint::Tcp(e.host.clone(), e.port),
+        (None, None) => {
+            return Err(format!(
+                "{}: cluster '{}' has no endpoint",
+                ads.path, cluster.name
+            ))
+        }
+    };
+    let sink = quickshake_server::DynamicConfig::new(
+        cfg.clone(),
+        gateway.workers(),
+        store.clone(),
+        providers.clone(),
+        clusters.clone(),
+    );
+    let opts = quickshake_xds::XdsOptions {
+        node: cfg.node.clone(),
+        ads: ads.clone(),
+        endpoint,
+    };
+    tracing::info!(cluster = %ads.cluster_name, api_type = ?ads.api_type, "starting the xDS client");
+    quickshake_xds::spawn(opts, Box::new(sink), store).map_err(|e| format!("xDS client: {e}"))
 }
 
 /// `/server_info`'s `command_line_options`: Envoy's field names and value forms where Envoy has

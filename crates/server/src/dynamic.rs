@@ -98,9 +98,8 @@ impl DynamicConfig {
             if self.cluster_prints.get(&c.name) == Some(&b.fingerprint) {
                 continue;
             }
-            let spec = clusters::spec(c).map_err(|e| {
-                format!("Error adding/updating cluster(s) {}: {e}", c.name)
-            })?;
+            let spec = clusters::spec(c)
+                .map_err(|e| format!("Error adding/updating cluster(s) {}: {e}", c.name))?;
             self.clusters
                 .upsert(spec, &self.store)
                 .map_err(|e| format!("Error adding/updating cluster(s) {}: {e}", c.name))?;
@@ -124,7 +123,9 @@ impl DynamicConfig {
             if self.endpoint_prints.get(name) == Some(&b.fingerprint) {
                 continue;
             }
-            let Some(cluster) = self.clusters.cluster(name) else { continue };
+            let Some(cluster) = self.clusters.cluster(name) else {
+                continue;
+            };
             let addrs = b
                 .value
                 .iter()
@@ -152,13 +153,20 @@ impl DynamicConfig {
             match self.listeners.get(&l.name) {
                 Some(act) if act.fingerprint == b.fingerprint => {}
                 Some(act) if act.address == l.address && act.proxy_protocol == l.proxy_protocol => {
-                    let chains = build_chains(l, &self.store, &self.providers, &self.clusters, &act.shared.scope)
-                        .map_err(|e| err(l, &e))?;
+                    let chains = build_chains(
+                        l,
+                        &self.store,
+                        &self.providers,
+                        &self.clusters,
+                        &act.shared.scope,
+                    )
+                    .map_err(|e| err(l, &e))?;
                     in_place.push((l.name.clone(), chains, b.fingerprint));
                 }
                 _ => {
-                    let shared = ListenerShared::build(l, &self.store, &self.providers, &self.clusters)
-                        .map_err(|e| err(l, &e))?;
+                    let shared =
+                        ListenerShared::build(l, &self.store, &self.providers, &self.clusters)
+                            .map_err(|e| err(l, &e))?;
                     fresh.push((l.clone(), Arc::new(shared), b.fingerprint));
                 }
             }
@@ -184,7 +192,10 @@ impl DynamicConfig {
         for (l, shared, print) in fresh {
             // A listener that moved: stop the old one first, so the address is its own.
             self.listeners.remove(&l.name);
-            let stop = self.workers.listen(&l, shared.clone()).map_err(|e| err(&l, &e))?;
+            let stop = self
+                .workers
+                .listen(&l, shared.clone())
+                .map_err(|e| err(&l, &e))?;
             tracing::info!(listener = %l.name, address = %l.address, "listener added");
             self.listeners.insert(
                 l.name.clone(),

@@ -34,8 +34,8 @@ pub mod time;
 pub mod upgrade;
 pub mod worker;
 
-pub use error::ServerError;
 pub use dynamic::DynamicConfig;
+pub use error::ServerError;
 pub use gateway::{build_listeners, DrainHandle, Gateway, Workers};
 pub use listener::{ChainRuntime, ListenerShared};
 pub use options::{GatewayOptions, HandshakePriority};

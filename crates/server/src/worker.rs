@@ -128,17 +128,16 @@ async fn accept_and_serve(
 ) {
     let mut accepts = Vec::new();
     let mut watch_drain = drain.clone();
-    let mut listen = |shared: Arc<ListenerShared>, socket, stop| {
-        match TcpListener::from_std(socket) {
-            Ok(l) => accepts.push(tokio::spawn(accept_loop(
-                l,
-                shared,
-                server.clone(),
-                drain.clone(),
-                stop,
-            ))),
-            Err(e) => tracing::error!(worker = run.index, error = %e, "cannot register listener"),
-        }
+    let mut listen = |shared: Arc<ListenerShared>, socket, stop| match TcpListener::from_std(socket)
+    {
+        Ok(l) => accepts.push(tokio::spawn(accept_loop(
+            l,
+            shared,
+            server.clone(),
+            drain.clone(),
+            stop,
+        ))),
+        Err(e) => tracing::error!(worker = run.index, error = %e, "cannot register listener"),
     };
     for (shared, std_listener) in sockets {
         listen(shared, std_listener, None);

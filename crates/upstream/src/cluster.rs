@@ -84,7 +84,10 @@ impl ClusterManager {
         store: &quickshake_stats::Store,
     ) -> Result<Cluster, UpstreamError> {
         let cluster = Cluster::new(spec, store)?;
-        let mut guard = self.clusters.write().unwrap_or_else(PoisonError::into_inner);
+        let mut guard = self
+            .clusters
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         let mut next = HashMap::clone(&guard);
         next.insert(cluster.name().to_owned(), cluster.clone());
         *guard = Arc::new(next);
@@ -93,7 +96,10 @@ impl ClusterManager {
 
     /// Take a cluster out; whether it was there.
     pub fn remove(&self, name: &str) -> bool {
-        let mut guard = self.clusters.write().unwrap_or_else(PoisonError::into_inner);
+        let mut guard = self
+            .clusters
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         if !guard.contains_key(name) {
             return false;
         }

@@ -77,7 +77,10 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
     let clusters_print = fingerprint(&all_clusters);
     for b in &out.clusters {
         if let ClusterDiscovery::Eds { service_name, .. } = &b.value.discovery {
-            let Some(e) = resources.get(&Kind::Endpoint).and_then(|m| m.get(service_name)) else {
+            let Some(e) = resources
+                .get(&Kind::Endpoint)
+                .and_then(|m| m.get(service_name))
+            else {
                 continue;
             };
             let eps = cluster_load_assignment(&e.json, "")
@@ -97,17 +100,31 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
     let static_listeners: BTreeSet<&str> = boot.listeners.iter().map(|l| l.name.as_str()).collect();
     'listeners: for (name, e) in each(resources, Kind::Listener) {
         if static_listeners.contains(name.as_str()) {
-            return Err(nack(Kind::Listener, name, &"a static listener has this name"));
+            return Err(nack(
+                Kind::Listener,
+                name,
+                &"a static listener has this name",
+            ));
         }
-        let mut l = listener_resource(&e.json, &names).map_err(|err| nack(Kind::Listener, name, &err))?;
+        let mut l =
+            listener_resource(&e.json, &names).map_err(|err| nack(Kind::Listener, name, &err))?;
         l.name.clone_from(name);
         l.path = format!("listener '{name}'");
         let mut parts: Vec<&Value> = vec![&e.json];
         for chain in &mut l.filter_chains {
             if let NetworkFilter::Http(hcm) = &mut chain.network {
-                if let RouteSource::Rds { route_config_name, .. } = &hcm.routes {
-                    let Some(r) = resources.get(&Kind::Route).and_then(|m| m.get(route_config_name)) else {
-                        out.warming.push((name.clone(), format!("route configuration '{route_config_name}'")));
+                if let RouteSource::Rds {
+                    route_config_name, ..
+                } = &hcm.routes
+                {
+                    let Some(r) = resources
+                        .get(&Kind::Route)
+                        .and_then(|m| m.get(route_config_name))
+                    else {
+                        out.warming.push((
+                            name.clone(),
+                            format!("route configuration '{route_config_name}'"),
+                        ));
                         continue 'listeners;
                     };
                     let rc = route_configuration(&r.json, "")
@@ -124,7 +141,8 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
                     continue;
                 }
                 let Some(s) = resources.get(&Kind::Secret).and_then(|m| m.get(&sds.name)) else {
-                    out.warming.push((name.clone(), format!("secret '{}'", sds.name)));
+                    out.warming
+                        .push((name.clone(), format!("secret '{}'", sds.name)));
                     continue 'listeners;
                 };
                 let (_, kind) = secret_resource(&s.json, "")
@@ -138,7 +156,10 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
                         return Err(nack(
                             Kind::Listener,
                             name,
-                            &format!("{}: secret '{}' holds a validation_context, not a tls_certificate", sds.path, sds.name),
+                            &format!(
+                                "{}: secret '{}' holds a validation_context, not a tls_certificate",
+                                sds.path, sds.name
+                            ),
                         ))
                     }
                 }

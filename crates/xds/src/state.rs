@@ -354,3 +354,157 @@ fn find(v: &Value, f: &mut dyn FnMut(&serde_json::Map<String, Value>)) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+    use envoy_types::pb::envoy::config::listener::v3::Listener;
+    use prost::Message;
+
+    fn cluster(name: &str, eds: bool) -> (Option<String>, String, String, Vec<u8>) {
+        let mut c = Cluster {
+            name: name.into(),
+            ..Default::default()
+        };
+        if eds {
+            c.cluster_discovery_type = Some(
+                envoy_types::pb::envoy::config::cluster::v3::cluster::ClusterDiscoveryType::Type(3),
+            );
+        }
+        (
+            None,
+            String::new(),
+            Kind::Cluster.type_url().into(),
+            c.encode_to_vec(),
+        )
+    }
+
+    fn response(
+        kind: Kind,
+        version: &str,
+        nonce: &str,
+        resources: Vec<(Option<String>, String, String, Vec<u8>)>,
+    ) -> Incoming {
+        Incoming {
+            type_url: kind.type_url().into(),
+            version_info: version.into(),
+            nonce: nonce.into(),
+            resources,
+            removed: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn sotw_acks_nacks_and_follows_eds_names() {
+        let mut s = Stream::new(false, &Kind::ALL);
+        let mut res = Resources::new();
+        let first = s.connected(&res);
+        let kinds: Vec<_> = first.iter().map(|o| o.kind).collect();
+        assert_eq!(
+            kinds,
+            [Some(Kind::Cluster), Some(Kind::Listener)],
+            "wildcards first, in warming order"
+        );
+        let (out, v) = s.respond(
+            response(
+                Kind::Cluster,
+                "1",
+                "n1",
+                vec![cluster("a", true), cluster("b", false)],
+            ),
+            &mut res,
+            &mut |_| Ok(()),
+        );
+        assert!(matches!(v, Verdict::Accepted { .. }));
+        assert_eq!(
+            (
+                out[0].version_info.as_str(),
+                out[0].nonce.as_str(),
+                &out[0].error
+            ),
+            ("1", "n1", &None)
+        );
+        // The EDS cluster makes an EDS subscription for its name.
+        assert_eq!(out[1].kind, Some(Kind::Endpoint));
+        assert_eq!(out[1].resource_names, ["a"]);
+        // A rejected update: NACK with the last accepted version; nothing changes.
+        let (out, v) = s.respond(
+            response(Kind::Cluster, "2", "n2", vec![cluster("c", false)]),
+            &mut res,
+            &mut |_| Err("Error adding/updating cluster(s) c: bad".into()),
+        );
+        assert!(matches!(v, Verdict::Rejected { .. }));
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            (out[0].version_info.as_str(), out[0].nonce.as_str()),
+            ("1", "n2")
+        );
+        assert!(out[0].error.as_deref().unwrap().contains("cluster(s) c"));
+        assert_eq!(res[&Kind::Cluster].keys().collect::<Vec<_>>(), ["a", "b"]);
+        // Reconnect: the last accepted version goes with the first request.
+        let again = s.connected(&res);
+        assert_eq!(again[0].version_info, "1");
+        assert_eq!(again[1].kind, Some(Kind::Endpoint));
+    }
+
+    #[test]
+    fn delta_subscribes_removes_and_resumes_with_versions() {
+        let mut s = Stream::new(true, &Kind::ALL);
+        let mut res = Resources::new();
+        s.connected(&res);
+        let mut with_name = cluster("a", true);
+        with_name.0 = Some("a".into());
+        with_name.1 = "v7".into();
+        let (out, _) = s.respond(
+            response(Kind::Cluster, "", "n1", vec![with_name]),
+            &mut res,
+            &mut |_| Ok(()),
+        );
+        assert_eq!(out[1].subscribe, ["a"]);
+        let mut removal = response(Kind::Cluster, "", "n2", Vec::new());
+        removal.removed = vec!["a".into()];
+        let (out, _) = s.respond(removal, &mut res, &mut |_| Ok(()));
+        assert!(res[&Kind::Cluster].is_empty());
+        assert_eq!(out[1].unsubscribe, ["a"]);
+        // initial_resource_versions on reconnect.
+        let l = Listener {
+            name: "l".into(),
+            ..Default::default()
+        };
+        let item = (
+            Some("l".to_owned()),
+            "v3".to_owned(),
+            Kind::Listener.type_url().to_owned(),
+            l.encode_to_vec(),
+        );
+        s.respond(
+            response(Kind::Listener, "", "n3", vec![item]),
+            &mut res,
+            &mut |_| Ok(()),
+        );
+        let again = s.connected(&res);
+        let lds = again
+            .iter()
+            .find(|o| o.kind == Some(Kind::Listener))
+            .unwrap();
+        assert_eq!(
+            lds.initial_versions.get("l").map(String::as_str),
+            Some("v3")
+        );
+    }
+
+    #[test]
+    fn a_response_of_another_type_is_nacked() {
+        let mut s = Stream::new(false, &Kind::ALL);
+        let mut res = Resources::new();
+        let mut r = response(Kind::Cluster, "1", "n", vec![cluster("a", false)]);
+        r.resources[0].2 = Kind::Listener.type_url().into();
+        let (out, _) = s.respond(r, &mut res, &mut |_| Ok(()));
+        assert!(out[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("holds a resource of type"));
+    }
+}

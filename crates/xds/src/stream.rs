@@ -20,7 +20,9 @@ use crate::{Sink, XdsOptions, XdsStats};
 /// Where the xDS cluster's one endpoint is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum XdsEndpoint {
-    Tcp(std::net::SocketAddr),
+    /// A host (IP literal or DNS name, resolved at each connect) and port.
+    Tcp(String, u16),
+    /// `pipe.path`.
     Unix(PathBuf),
 }
 
@@ -69,14 +71,15 @@ async fn channel(endpoint: &XdsEndpoint) -> Result<Channel, tonic::transport::Er
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(5));
     match endpoint.clone() {
-        XdsEndpoint::Tcp(addr) => {
-            ep.connect_with_connector(tower::service_fn(
-                move |_: tonic::transport::Uri| async move {
-                    let s = tokio::net::TcpStream::connect(addr).await?;
+        XdsEndpoint::Tcp(host, port) => {
+            ep.connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
+                let host = host.trim_matches(['[', ']']).to_owned();
+                async move {
+                    let s = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
                     s.set_nodelay(true)?;
                     Ok::<_, std::io::Error>(TokioIo::new(s))
-                },
-            ))
+                }
+            }))
             .await
         }
         XdsEndpoint::Unix(path) => {
