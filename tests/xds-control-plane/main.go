@@ -103,7 +103,7 @@ func main() {
 	})
 	mux.HandleFunc("PUT /snapshot", func(w http.ResponseWriter, r *http.Request) {
 		node := r.URL.Query().Get("node")
-		snap, err := parseSnapshot(r.Body)
+		snap, version, err := parseSnapshot(r.Body)
 		if err == nil && node == "" {
 			err = errors.New("missing ?node=")
 		}
@@ -114,7 +114,7 @@ func main() {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		st.setPushed(node, snap.GetVersion(resource.ListenerType))
+		st.setPushed(node, version)
 		io.WriteString(w, "ok\n")
 	})
 	hl, err := net.Listen("tcp", *httpAddr)
@@ -148,29 +148,30 @@ type snapshotBody struct {
 }
 
 // parseSnapshot decodes each resource with protojson into the message its type URL names.
-func parseSnapshot(body io.Reader) (*cache.Snapshot, error) {
+func parseSnapshot(body io.Reader) (*cache.Snapshot, string, error) {
 	var b snapshotBody
 	if err := json.NewDecoder(body).Decode(&b); err != nil {
-		return nil, fmt.Errorf("body: %w", err)
+		return nil, "", fmt.Errorf("body: %w", err)
 	}
 	if b.Version == "" {
-		return nil, errors.New("missing version")
+		return nil, "", errors.New("missing version")
 	}
 	res := map[resource.Type][]types.Resource{}
 	for typeURL, items := range b.Resources {
 		mt, err := protoregistry.GlobalTypes.FindMessageByURL(typeURL)
 		if err != nil {
-			return nil, fmt.Errorf("type %s: %w", typeURL, err)
+			return nil, "", fmt.Errorf("type %s: %w", typeURL, err)
 		}
 		for i, raw := range items {
 			msg := mt.New().Interface()
 			if err := protojson.Unmarshal(raw, msg); err != nil {
-				return nil, fmt.Errorf("%s[%d]: %w", typeURL, i, err)
+				return nil, "", fmt.Errorf("%s[%d]: %w", typeURL, i, err)
 			}
 			res[typeURL] = append(res[typeURL], msg)
 		}
 	}
-	return cache.NewSnapshot(b.Version, res)
+	snap, err := cache.NewSnapshot(b.Version, res)
+	return snap, b.Version, err
 }
 
 // quietLogger passes go-control-plane's warnings and errors to stderr, not its debug chatter.
