@@ -242,6 +242,7 @@ fn route_change_under_load(plane: Plane, mode: Mode) {
         get(s.port).is_ok_and(|r| r == "v2")
     });
     let took = pushed.elapsed();
+    eprintln!("{plane:?} {mode:?}: route change seen {took:?} after the push");
     let report = running.join().expect("load thread");
     assert!(took < Duration::from_secs(1), "route change took {took:?}");
     assert!(s.b.state.request_count() >= 1, "cluster b got traffic");
@@ -266,9 +267,10 @@ fn secret_rotation_under_load(plane: Plane, mode: Mode) {
             listener: s.listener(),
         },
     );
-    within(&s, "the new certificate", Duration::from_secs(5), || {
+    let took = within(&s, "the new certificate", Duration::from_secs(5), || {
         peer_serial(s.port).is_ok_and(|x| x == new)
     });
+    eprintln!("{plane:?} {mode:?}: new certificate served {took:?} after the push");
     for _ in 0..5 {
         assert_eq!(peer_serial(s.port).expect("handshake"), new, "stays new");
     }
