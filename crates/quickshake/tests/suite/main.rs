@@ -35,3 +35,4 @@ mod reliability_secrets;
 mod reliability_storms;
 mod rotation;
 mod sds_secrets;
+mod xds;

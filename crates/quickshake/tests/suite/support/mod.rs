@@ -1,9 +1,12 @@
 //! Test support: run the real `quickshake` binary on a config, talk to it with real clients
 //! (curl, `openssl s_client`, quickshake-bench), read its admin endpoint.
 
+pub mod control_plane;
+pub mod envoy;
 pub mod providers;
 pub mod tls_client;
 pub mod upstreams;
+pub mod xds;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};

@@ -1,0 +1,232 @@
+//! xDS test helpers: the bootstrap both data planes (Envoy 1.39.3 and quickshake) start on, a
+//! data plane of either kind, and builders of xDS resources in Envoy's JSON form (what
+//! [`ControlPlane::push`] takes).
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use super::control_plane::ControlPlane;
+use super::envoy::Envoy;
+use super::{certs_dir, free_port, Gateway};
+
+pub const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+pub const ROUTE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+pub const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+pub const ENDPOINTS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+pub const SECRET: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+
+/// Which data plane a scenario runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Plane {
+    Envoy,
+    Quickshake,
+}
+
+/// ADS flavour: state of the world (`GRPC`) or incremental (`DELTA_GRPC`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Sotw,
+    Delta,
+}
+
+/// Envoy's bootstrap for a data plane fed only by ADS from `cp` (over its TCP port, or its
+/// unix socket when it has no TCP port), admin on 127.0.0.1:`admin_port`. quickshake is
+/// started on the same text.
+pub fn xds_bootstrap(mode: Mode, node_id: &str, cp: &ControlPlane, admin_port: u16) -> String {
+    let api_type = match mode {
+        Mode::Sotw => "GRPC",
+        Mode::Delta => "DELTA_GRPC",
+    };
+    let address = match (cp.grpc_port, &cp.grpc_unix) {
+        (Some(p), _) => format!("socket_address: {{ address: 127.0.0.1, port_value: {p} }}"),
+        (None, Some(path)) => format!("pipe: {{ path: {} }}", path.display()),
+        (None, None) => panic!("control plane without a gRPC address"),
+    };
+    format!(
+        r#"node: {{ id: {node_id}, cluster: xds-test }}
+admin:
+  address: {{ socket_address: {{ address: 127.0.0.1, port_value: {admin_port} }} }}
+dynamic_resources:
+  ads_config:
+    api_type: {api_type}
+    transport_api_version: V3
+    grpc_services: [{{ envoy_grpc: {{ cluster_name: xds_cluster }} }}]
+    set_node_on_first_message_only: true
+  lds_config: {{ ads: {{}}, resource_api_version: V3, initial_fetch_timeout: 5s }}
+  cds_config: {{ ads: {{}}, resource_api_version: V3, initial_fetch_timeout: 5s }}
+static_resources:
+  clusters:
+  - name: xds_cluster
+    type: STATIC
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{ http2_protocol_options: {{}} }}
+    load_assignment:
+      cluster_name: xds_cluster
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{ address: {{ {address} }} }}
+"#
+    )
+}
+
+/// A running data plane of either kind.
+pub enum DataPlane {
+    Envoy(Envoy),
+    Quickshake(Gateway),
+}
+
+impl DataPlane {
+    /// Start `plane` on [`xds_bootstrap`] with one worker; returns once its admin says LIVE.
+    pub fn start(plane: Plane, mode: Mode, node_id: &str, cp: &ControlPlane) -> DataPlane {
+        let admin = free_port();
+        let bootstrap = xds_bootstrap(mode, node_id, cp, admin);
+        match plane {
+            Plane::Envoy => DataPlane::Envoy(Envoy::start(&bootstrap, admin)),
+            Plane::Quickshake => {
+                // The gateway picks its own admin port: the same text with {{ADMIN}} there.
+                let template = bootstrap.replace(
+                    &format!("port_value: {admin} }}"),
+                    "port_value: {{ADMIN}} }",
+                );
+                DataPlane::Quickshake(Gateway::start_argv(
+                    &[("bootstrap.yaml", &template)],
+                    &["-c", "{{DIR}}/bootstrap.yaml", "--concurrency", "1"],
+                ))
+            }
+        }
+    }
+
+    pub fn stats(&self) -> HashMap<String, String> {
+        match self {
+            DataPlane::Envoy(e) => e.stats(),
+            DataPlane::Quickshake(g) => g.stats(),
+        }
+    }
+
+    /// A counter or gauge (`None` when absent).
+    pub fn stat(&self, name: &str) -> Option<u64> {
+        self.stats().get(name).and_then(|v| v.trim().parse().ok())
+    }
+
+    pub fn log_text(&self) -> String {
+        match self {
+            DataPlane::Envoy(e) => e.log_text(),
+            DataPlane::Quickshake(g) => g.log_text(),
+        }
+    }
+}
+
+/// A TLS listener on 127.0.0.1:`port` whose certificate `secret` comes by SDS over ADS, with
+/// an HTTP connection manager routed by RDS (`route_config_name`) and the router filter.
+pub fn tls_listener(name: &str, port: u16, secret: &str, route_config_name: &str) -> Value {
+    json!({
+        "name": name,
+        "address": { "socket_address": { "address": "127.0.0.1", "port_value": port } },
+        "filter_chains": [{
+            "transport_socket": {
+                "name": "envoy.transport_sockets.tls",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+                    "common_tls_context": {
+                        "alpn_protocols": ["h2", "http/1.1"],
+                        "tls_certificate_sds_secret_configs": [{
+                            "name": secret,
+                            "sds_config": { "ads": {}, "resource_api_version": "V3" }
+                        }]
+                    }
+                }
+            },
+            "filters": [{
+                "name": "envoy.filters.network.http_connection_manager",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+                    "stat_prefix": "ingress_https",
+                    "rds": {
+                        "config_source": { "ads": {}, "resource_api_version": "V3" },
+                        "route_config_name": route_config_name
+                    },
+                    "http_filters": [{
+                        "name": "envoy.filters.http.router",
+                        "typed_config": { "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router" }
+                    }]
+                }
+            }]
+        }]
+    })
+}
+
+/// A RouteConfiguration sending everything to `cluster`, answering `x-route: <tag>`.
+pub fn route_config(name: &str, cluster: &str, tag: &str) -> Value {
+    json!({
+        "name": name,
+        "virtual_hosts": [{
+            "name": "all",
+            "domains": ["*"],
+            "routes": [{
+                "match": { "prefix": "/" },
+                "route": { "cluster": cluster },
+                "response_headers_to_add": [{ "header": { "key": "x-route", "value": tag } }]
+            }]
+        }]
+    })
+}
+
+/// A cluster whose endpoints come by EDS over ADS.
+pub fn eds_cluster(name: &str) -> Value {
+    json!({
+        "name": name,
+        "type": "EDS",
+        "connect_timeout": "1s",
+        "eds_cluster_config": { "eds_config": { "ads": {}, "resource_api_version": "V3" } }
+    })
+}
+
+/// The endpoints of `cluster`: 127.0.0.1 on each of `ports`.
+pub fn load_assignment(cluster: &str, ports: &[u16]) -> Value {
+    let lb: Vec<Value> = ports
+        .iter()
+        .map(|p| json!({ "endpoint": { "address": { "socket_address": { "address": "127.0.0.1", "port_value": p } } } }))
+        .collect();
+    json!({ "cluster_name": cluster, "endpoints": [{ "lb_endpoints": lb }] })
+}
+
+fn pem(file: &str) -> String {
+    std::fs::read_to_string(certs_dir().join(file)).expect("test certificate")
+}
+
+/// A Secret with `testdata/certs/<cert>.cert.pem` and its plain key, inline.
+pub fn plain_secret(name: &str, cert: &str) -> Value {
+    json!({
+        "name": name,
+        "tls_certificate": {
+            "certificate_chain": { "inline_string": pem(&format!("{cert}.cert.pem")) },
+            "private_key": { "inline_string": pem(&format!("{cert}.key.pem")) }
+        }
+    })
+}
+
+/// The Secret istiod sends when a ProxyConfig asks for cryptomb: no outer `private_key`, the
+/// key as `inline_bytes` inside `CryptoMbPrivateKeyMethodConfig`, `fallback: true` (software
+/// when the CPU lacks AVX-512 IFMA).
+pub fn istiod_cryptomb_secret(name: &str, cert: &str) -> Value {
+    let key = boring::base64::encode_block(pem(&format!("{cert}.key.pem")).as_bytes());
+    json!({
+        "name": name,
+        "tls_certificate": {
+            "certificate_chain": { "inline_string": pem(&format!("{cert}.cert.pem")) },
+            "private_key_provider": {
+                "provider_name": "cryptomb",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.private_key_providers.cryptomb.v3alpha.CryptoMbPrivateKeyMethodConfig",
+                    "private_key": { "inline_bytes": key },
+                    "poll_delay": "0.010s"
+                },
+                "fallback": true
+            }
+        }
+    })
+}
