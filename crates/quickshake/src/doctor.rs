@@ -24,8 +24,15 @@ const FLAGS: [&str; 10] = [
     "bmi2",
 ];
 
+/// The configuration doctor checks: `-c` and/or `--config-yaml`, as the gateway loads them.
+#[derive(Clone, Copy)]
+pub struct ConfigArgs<'a> {
+    pub path: Option<&'a Path>,
+    pub yaml: Option<&'a str>,
+}
+
 pub fn run(
-    config: Option<&Path>,
+    config: ConfigArgs<'_>,
     json_out: bool,
     concurrency: usize,
     options: ProviderOptions,
@@ -42,7 +49,7 @@ pub fn run(
     ExitCode::SUCCESS
 }
 
-fn build(config: Option<&Path>, concurrency: usize, options: ProviderOptions) -> Value {
+fn build(config: ConfigArgs<'_>, concurrency: usize, options: ProviderOptions) -> Value {
     let (model, flags) = cpu();
     let probe = crypto_mb::probe(&options.engines);
     let cpus_online = cpu_info().processors;
@@ -66,8 +73,9 @@ fn build(config: Option<&Path>, concurrency: usize, options: ProviderOptions) ->
         "workers": { "concurrency": concurrency, "cpuset": cpuset, "cpus_online": cpus_online,
             "note": if concurrency > cpuset { "more workers than CPUs this process may run on" } else { "ok" } },
     });
-    if let (Some(path), Some(obj)) = (config, report.as_object_mut()) {
-        obj.insert("config".into(), config_report(path, &store, &providers));
+    let given = config.path.is_some() || config.yaml.is_some();
+    if let (true, Some(obj)) = (given, report.as_object_mut()) {
+        obj.insert("config".into(), config_report(config, &store, &providers));
     }
     report
 }
@@ -117,15 +125,20 @@ fn qat(engines: &Engines) -> Value {
     })
 }
 
-fn config_report(path: &Path, store: &Store, providers: &Providers) -> Value {
-    let cfg = match quickshake_config::load_file(path) {
+fn config_report(config: ConfigArgs<'_>, store: &Store, providers: &Providers) -> Value {
+    let path = match (config.path, config.yaml) {
+        (Some(p), None) => p.display().to_string(),
+        (Some(p), Some(_)) => format!("{} + --config-yaml", p.display()),
+        (None, _) => "--config-yaml".to_owned(),
+    };
+    let cfg = match quickshake_config::load(config.path, config.yaml) {
         Ok(c) => c,
-        Err(e) => return json!({ "path": path.display().to_string(), "error": e.to_string() }),
+        Err(e) => return json!({ "path": path, "error": e.to_string() }),
     };
     let result = quickshake_server::clusters::cluster_manager(&cfg.clusters, store)
         .and_then(|clusters| quickshake_server::build_listeners(&cfg, store, providers, &clusters));
     json!({
-        "path": path.display().to_string(),
+        "path": path,
         "starts": result.is_ok(),
         "error": result.err().map(|e| e.to_string()),
         "keys": providers.reports().iter().map(|r| r.to_json()).collect::<Vec<_>>(),

@@ -53,7 +53,10 @@ fn main() -> ExitCode {
     match &cli.command {
         Some(Command::Doctor { json }) => {
             return doctor::run(
-                cli.config.as_deref(),
+                doctor::ConfigArgs {
+                    path: cli.config.as_deref(),
+                    yaml: cli.config_yaml.as_deref(),
+                },
                 *json,
                 concurrency(&cli),
                 cli.provider_options(),

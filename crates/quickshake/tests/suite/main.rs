@@ -33,6 +33,7 @@ mod reliability_hostile;
 mod reliability_overload;
 mod reliability_secrets;
 mod reliability_storms;
+mod rendered_bootstraps;
 mod rotation;
 mod sds_secrets;
 mod xds;
