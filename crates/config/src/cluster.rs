@@ -40,7 +40,6 @@ const HTTP2_OPTIONS: &[&str] = &[
     "stream_error_on_invalid_http_messaging",
     "override_stream_error_on_invalid_http_message",
     "custom_settings_parameters",
-    "connection_keepalive",
     "use_oghttp2_codec",
     "max_metadata_size",
 ];
@@ -456,7 +455,7 @@ fn transport_socket(node: &Node<'_>) -> Result<UpstreamTls> {
 fn protocol(o: &Obj<'_>) -> Result<UpstreamProtocol> {
     let legacy = match o.get("http2_protocol_options") {
         Some(h2) => {
-            h2.obj_with(&[], HTTP2_OPTIONS)?;
+            http2_options(&h2)?;
             Some(UpstreamProtocol::Http2)
         }
         None => None,
@@ -504,8 +503,7 @@ fn protocol(o: &Obj<'_>) -> Result<UpstreamProtocol> {
             Ok(UpstreamProtocol::Http1)
         }
         ["http2_protocol_options"] => {
-            eo.req("http2_protocol_options")?
-                .obj_with(&[], HTTP2_OPTIONS)?;
+            http2_options(&eo.req("http2_protocol_options")?)?;
             Ok(UpstreamProtocol::Http2)
         }
         ["http3_protocol_options"] => Err(eo
@@ -519,6 +517,30 @@ fn protocol(o: &Obj<'_>) -> Result<UpstreamProtocol> {
              may be set",
         )),
     }
+}
+
+/// `Http2ProtocolOptions`: `connection_keepalive` (PING `interval` / `timeout`, as Envoy
+/// Gateway renders for its xDS cluster) is accepted and has no effect yet; the rest are not
+/// supported.
+fn http2_options(node: &Node<'_>) -> Result<()> {
+    let o = node.obj_with(&["connection_keepalive"], HTTP2_OPTIONS)?;
+    if let Some(k) = o.get("connection_keepalive") {
+        let ko = k.obj(&[
+            "interval",
+            "timeout",
+            "interval_jitter",
+            "connection_idle_interval",
+        ])?;
+        for key in ["interval", "timeout", "connection_idle_interval"] {
+            if let Some(d) = ko.get(key) {
+                duration(&d)?;
+            }
+        }
+        if let Some(j) = ko.get("interval_jitter") {
+            j.obj(&["value"])?;
+        }
+    }
+    Ok(())
 }
 
 /// The names of the configured clusters, for checking references.
