@@ -2,10 +2,11 @@
 //! upstream TLS and the upstream HTTP protocol.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::time::Duration;
 
+use crate::config_source::config_source;
 use crate::duration::duration;
+use crate::endpoint::{endpoint_address, load_assignment, Addresses};
 use crate::model::{
     CircuitBreakers, Cluster, ClusterDiscovery, Endpoint, LbPolicy, UpstreamProtocol, UpstreamTls,
 };
@@ -17,6 +18,10 @@ const HTTP_PROTOCOL_OPTIONS_TYPE: &str =
     "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 const TLS_TRANSPORT_SOCKET: &str = "envoy.transport_sockets.tls";
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const ROUND_ROBIN_POLICY: &str =
+    "envoy.extensions.load_balancing_policies.round_robin.v3.RoundRobin";
+const LEAST_REQUEST_POLICY: &str =
+    "envoy.extensions.load_balancing_policies.least_request.v3.LeastRequest";
 const DEFAULT_DNS_REFRESH_RATE: Duration = Duration::from_secs(5);
 
 /// `Http2ProtocolOptions` fields (none implemented).
@@ -35,7 +40,6 @@ const HTTP2_OPTIONS: &[&str] = &[
     "stream_error_on_invalid_http_messaging",
     "override_stream_error_on_invalid_http_message",
     "custom_settings_parameters",
-    "connection_keepalive",
     "use_oghttp2_codec",
     "max_metadata_size",
 ];
@@ -73,7 +77,7 @@ pub(crate) fn clusters(node: &Node<'_>) -> Result<Vec<Cluster>> {
     Ok(out)
 }
 
-fn cluster(node: &Node<'_>) -> Result<Cluster> {
+pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
     let o = node.obj_with(
         &[
             "name",
@@ -87,11 +91,12 @@ fn cluster(node: &Node<'_>) -> Result<Cluster> {
             "transport_socket",
             "typed_extension_protocol_options",
             "http2_protocol_options",
+            "eds_cluster_config",
+            "load_balancing_policy",
+            "alt_stat_name",
         ],
         &[
-            "alt_stat_name",
             "cluster_type",
-            "eds_cluster_config",
             "per_connection_buffer_limit_bytes",
             "health_checks",
             "max_requests_per_connection",
@@ -123,7 +128,6 @@ fn cluster(node: &Node<'_>) -> Result<Cluster> {
             "close_connections_on_host_health_failure",
             "ignore_health_on_host_removal",
             "filters",
-            "load_balancing_policy",
             "lrs_server",
             "lrs_report_endpoint_metrics",
             "track_timeout_budgets",
@@ -135,20 +139,27 @@ fn cluster(node: &Node<'_>) -> Result<Cluster> {
         ],
     )?;
     let name = o.req("name")?.non_empty_str()?.to_owned();
+    o.opt_str("alt_stat_name")?;
     let discovery = match o.get("type") {
         None => ClusterDiscovery::Static,
         Some(t) => match t.as_str()? {
             "STATIC" => ClusterDiscovery::Static,
             "STRICT_DNS" => ClusterDiscovery::StrictDns,
             "LOGICAL_DNS" => ClusterDiscovery::LogicalDns,
-            "EDS" | "ORIGINAL_DST" => return Err(t.unsupported(None)),
+            "EDS" => eds(&o, &name)?,
+            "ORIGINAL_DST" => return Err(t.unsupported(None)),
             other => {
                 return Err(t.err(format!(
-                    "expected STATIC, STRICT_DNS or LOGICAL_DNS, got \"{other}\""
+                    "expected STATIC, STRICT_DNS, LOGICAL_DNS or EDS, got \"{other}\""
                 )))
             }
         },
     };
+    if let Some(ec) = o.get("eds_cluster_config") {
+        if !matches!(discovery, ClusterDiscovery::Eds { .. }) {
+            return Err(ec.err("only for type EDS"));
+        }
+    }
     let connect_timeout = match o.get("connect_timeout") {
         Some(d) => {
             let v = duration(&d)?;
@@ -174,11 +185,15 @@ fn cluster(node: &Node<'_>) -> Result<Cluster> {
         Some(p) => match p.as_str()? {
             "ROUND_ROBIN" => LbPolicy::RoundRobin,
             "LEAST_REQUEST" => LbPolicy::LeastRequest,
-            "RING_HASH"
-            | "RANDOM"
-            | "MAGLEV"
-            | "CLUSTER_PROVIDED"
-            | "LOAD_BALANCING_POLICY_CONFIG" => return Err(p.unsupported(None)),
+            "RING_HASH" | "RANDOM" | "MAGLEV" | "CLUSTER_PROVIDED" => {
+                return Err(p.unsupported(None))
+            }
+            "LOAD_BALANCING_POLICY_CONFIG" if o.get("load_balancing_policy").is_some() => {
+                LbPolicy::RoundRobin
+            }
+            "LOAD_BALANCING_POLICY_CONFIG" => {
+                return Err(p.err("needs load_balancing_policy"));
+            }
             other => {
                 return Err(p.err(format!(
                     "expected ROUND_ROBIN or LEAST_REQUEST, got \"{other}\""
@@ -187,7 +202,12 @@ fn cluster(node: &Node<'_>) -> Result<Cluster> {
         },
     };
 
-    let endpoints = endpoints(node, &o, discovery)?;
+    // `load_balancing_policy` supersedes `lb_policy`, as in Envoy.
+    let lb_policy = match o.get("load_balancing_policy") {
+        Some(p) => load_balancing_policy(&p)?,
+        None => lb_policy,
+    };
+    let (endpoints, pipe) = endpoints(node, &o, &discovery)?;
     let circuit_breakers = match o.get("circuit_breakers") {
         Some(cb) => circuit_breakers(&cb)?,
         None => CircuitBreakers::default(),
@@ -205,64 +225,58 @@ fn cluster(node: &Node<'_>) -> Result<Cluster> {
         dns_refresh_rate,
         lb_policy,
         endpoints,
+        pipe,
         circuit_breakers,
         upstream_tls,
         protocol,
     })
 }
 
-/// `load_assignment.endpoints[].lb_endpoints[].endpoint.address` or legacy `hosts[]`.
-fn endpoints(node: &Node<'_>, o: &Obj<'_>, discovery: ClusterDiscovery) -> Result<Vec<Endpoint>> {
-    let mut out = Vec::new();
-    // The number of locality entries, for the LOGICAL_DNS check.
-    let mut localities = 0usize;
+/// `load_assignment.endpoints[].lb_endpoints[].endpoint.address` or legacy `hosts[]`; none for
+/// EDS (which must have neither).
+/// A STATIC cluster may instead have one `pipe` endpoint (a unix socket), returned apart.
+fn endpoints(
+    node: &Node<'_>,
+    o: &Obj<'_>,
+    discovery: &ClusterDiscovery,
+) -> Result<(Vec<Endpoint>, Option<std::path::PathBuf>)> {
     if let (Some(_), Some(h)) = (o.get("load_assignment"), o.get("hosts")) {
         return Err(h.err("cannot be combined with load_assignment"));
     }
-    if let Some(la) = o.get("load_assignment") {
-        let lo = la.obj_with(
-            &["cluster_name", "endpoints"],
-            &["named_endpoints", "policy"],
-        )?;
-        lo.opt_str("cluster_name")?;
-        for le in lo.items("endpoints") {
-            localities += 1;
-            let leo = le.obj_with(
-                &["lb_endpoints"],
-                &[
-                    "locality",
-                    "metadata",
-                    "load_balancing_weight",
-                    "priority",
-                    "proximity",
-                    "leds_cluster_locality_config",
-                ],
-            )?;
-            for lb in leo.items("lb_endpoints") {
-                let lbo = lb.obj_with(
-                    &["endpoint"],
-                    &[
-                        "endpoint_name",
-                        "health_status",
-                        "metadata",
-                        "load_balancing_weight",
-                    ],
-                )?;
-                let ep = lbo.req("endpoint")?;
-                let epo = ep.obj_with(
-                    &["address"],
-                    &["health_check_config", "hostname", "additional_addresses"],
-                )?;
-                out.push(endpoint_address(&epo.req("address")?, discovery)?);
-            }
+    if matches!(discovery, ClusterDiscovery::Eds { .. }) {
+        if let Some(la) = o.get("load_assignment").or_else(|| o.get("hosts")) {
+            return Err(la.err("an EDS cluster gets its endpoints from EDS; remove this"));
         }
-    } else if let Some(h) = o.get("hosts") {
-        localities = 1;
-        for a in h.items() {
-            out.push(endpoint_address(&a, discovery)?);
-        }
+        return Ok((Vec::new(), None));
     }
-    if out.is_empty() {
+    let addresses = match discovery {
+        ClusterDiscovery::Static => Addresses::IpOnly,
+        _ => Addresses::Names,
+    };
+    let mut pipe = None;
+    let (out, total, localities) = if let Some(la) = o.get("load_assignment") {
+        let a = load_assignment(&la, addresses)?;
+        if !a.pipes.is_empty() {
+            if *discovery != ClusterDiscovery::Static || a.total != 1 {
+                return Err(la.err(
+                    "a pipe (unix socket) endpoint must be the only endpoint of a STATIC cluster",
+                ));
+            }
+            pipe = a.pipes.into_iter().next();
+        }
+        (a.endpoints, a.total, a.localities)
+    } else if let Some(h) = o.get("hosts") {
+        let eps = h
+            .items()
+            .iter()
+            .map(|a| endpoint_address(a, addresses))
+            .collect::<Result<Vec<_>>>()?;
+        let n = eps.len();
+        (eps, n, 1)
+    } else {
+        (Vec::new(), 0, 0)
+    };
+    if total == 0 {
         return Err(match o.get("load_assignment") {
             Some(la) => la.err("at least one endpoint is required"),
             None => match o.get("hosts") {
@@ -271,7 +285,7 @@ fn endpoints(node: &Node<'_>, o: &Obj<'_>, discovery: ClusterDiscovery) -> Resul
             },
         });
     }
-    if discovery == ClusterDiscovery::LogicalDns && (out.len() != 1 || localities != 1) {
+    if *discovery == ClusterDiscovery::LogicalDns && (total != 1 || localities != 1) {
         let at = o.get("load_assignment").or_else(|| o.get("hosts"));
         let at = at.map(|n| n.path).unwrap_or_else(|| node.path.clone());
         return Err(crate::ConfigError::invalid(
@@ -279,69 +293,102 @@ fn endpoints(node: &Node<'_>, o: &Obj<'_>, discovery: ClusterDiscovery) -> Resul
             "a LOGICAL_DNS cluster must have exactly one endpoint",
         ));
     }
-    Ok(out)
+    Ok((out, pipe))
 }
 
-fn endpoint_address(node: &Node<'_>, discovery: ClusterDiscovery) -> Result<Endpoint> {
-    let o = node.obj_with(&["socket_address"], &["pipe", "envoy_internal_address"])?;
-    let sa = o.req("socket_address")?;
-    let s = sa.obj_with(
-        &["address", "port_value", "protocol"],
-        &[
-            "named_port",
-            "resolver_name",
-            "ipv4_compat",
-            "network_namespace_filepath",
-        ],
-    )?;
-    let host_node = s.req("address")?;
-    let host = host_node.non_empty_str()?;
-    let bare = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
-    let host = match bare.parse::<IpAddr>() {
-        Ok(ip) => ip.to_string(),
-        Err(_) => {
-            if discovery == ClusterDiscovery::Static {
-                return Err(host_node.err(format!(
-                    "\"{host}\" is not an IP address (a STATIC cluster needs IP addresses; use \
-                     STRICT_DNS or LOGICAL_DNS for host names)"
-                )));
-            }
-            if !valid_dns_name(host) {
-                return Err(host_node.err(format!("\"{host}\" is not a valid host name")));
-            }
-            host.to_owned()
-        }
+/// `type: EDS` with `eds_cluster_config` (`eds_config`, `service_name`, which defaults to the
+/// cluster's name).
+fn eds(o: &Obj<'_>, name: &str) -> Result<ClusterDiscovery> {
+    let ec = o.req("eds_cluster_config")?;
+    let eo = ec.obj(&["eds_config", "service_name"])?;
+    let service_name = match eo.opt_str("service_name")? {
+        Some(s) if !s.is_empty() => s.to_owned(),
+        _ => name.to_owned(),
     };
-    let p = s.req("port_value")?;
-    let port = u16::try_from(p.as_u64_in(1, 65535)?).map_err(|_| p.err("port out of range"))?;
-    if let Some(pr) = s.get("protocol") {
-        let proto = pr.as_str()?;
-        if proto.eq_ignore_ascii_case("udp") {
-            return Err(pr.unsupported(Some("UDP upstreams")));
+    Ok(ClusterDiscovery::Eds {
+        service_name,
+        config_source: config_source(&eo.req("eds_config")?)?,
+    })
+}
+
+/// `load_balancing_policy.policies[]`: the first policy quickshake implements wins (Envoy takes
+/// the first it knows); when there is none, the first policy is "not supported yet".
+fn load_balancing_policy(node: &Node<'_>) -> Result<LbPolicy> {
+    let o = node.obj(&["policies"])?;
+    let policies = o.items("policies");
+    let mut first_unsupported = None;
+    for p in &policies {
+        let po = p.obj(&["typed_extension_config"])?;
+        let tec = po.req("typed_extension_config")?;
+        let to = tec.obj(&["name", "typed_config"])?;
+        to.opt_str("name")?;
+        let tc = to.req("typed_config")?;
+        let t = tc.type_url()?;
+        let policy = match t.rsplit('/').next().unwrap_or(t) {
+            ROUND_ROBIN_POLICY => {
+                let ro = tc.typed(
+                    &format!("type.googleapis.com/{ROUND_ROBIN_POLICY}"),
+                    &["locality_lb_config"],
+                    &["slow_start_config"],
+                )?;
+                locality_lb_config(&ro)?;
+                LbPolicy::RoundRobin
+            }
+            LEAST_REQUEST_POLICY => {
+                let lo = tc.typed(
+                    &format!("type.googleapis.com/{LEAST_REQUEST_POLICY}"),
+                    &["locality_lb_config", "choice_count"],
+                    &[
+                        "active_request_bias",
+                        "slow_start_config",
+                        "enable_full_scan",
+                        "selection_method",
+                    ],
+                )?;
+                locality_lb_config(&lo)?;
+                if let Some(c) = lo.get("choice_count") {
+                    if c.as_u64_in(2, u64::from(u32::MAX))? != 2 {
+                        return Err(c.unsupported(Some("only 2 choices")));
+                    }
+                }
+                LbPolicy::LeastRequest
+            }
+            _ => {
+                first_unsupported.get_or_insert_with(|| tc.path.clone() + ".@type");
+                continue;
+            }
+        };
+        return Ok(policy);
+    }
+    Err(match first_unsupported {
+        Some(at) => crate::ConfigError::unsupported(
+            at,
+            Some("only envoy.load_balancing_policies.round_robin and least_request"),
+        ),
+        None => o.missing("policies"),
+    })
+}
+
+/// `locality_lb_config` (accepted: quickshake balances over one locality).
+fn locality_lb_config(o: &Obj<'_>) -> Result<()> {
+    if let Some(l) = o.get("locality_lb_config") {
+        let lo = l.obj(&["zone_aware_lb_config", "locality_weighted_lb_config"])?;
+        if let Some(z) = lo.get("zone_aware_lb_config") {
+            let zo = z.obj(&[
+                "routing_enabled",
+                "min_cluster_size",
+                "fail_traffic_on_panic",
+            ])?;
+            if let Some(m) = zo.get("min_cluster_size") {
+                m.as_u64()?;
+            }
+            zo.opt_bool("fail_traffic_on_panic")?;
         }
-        if !proto.eq_ignore_ascii_case("tcp") {
-            return Err(pr.err(format!("expected TCP, got \"{proto}\"")));
+        if let Some(w) = lo.get("locality_weighted_lb_config") {
+            w.obj(&[])?;
         }
     }
-    Ok(Endpoint { host, port })
-}
-
-fn valid_dns_name(host: &str) -> bool {
-    let h = host.strip_suffix('.').unwrap_or(host);
-    !h.is_empty()
-        && h.len() <= 253
-        && h.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
+    Ok(())
 }
 
 fn circuit_breakers(node: &Node<'_>) -> Result<CircuitBreakers> {
@@ -361,7 +408,21 @@ fn circuit_breakers(node: &Node<'_>) -> Result<CircuitBreakers> {
         if let Some(p) = to.get("priority") {
             match p.as_str()? {
                 "DEFAULT" => {}
-                "HIGH" => return Err(p.unsupported(Some("only priority DEFAULT"))),
+                // HIGH-priority thresholds are accepted: quickshake routes at DEFAULT
+                // priority only, so they never apply.
+                "HIGH" => {
+                    for key in [
+                        "max_connections",
+                        "max_pending_requests",
+                        "max_requests",
+                        "max_retries",
+                    ] {
+                        if let Some(n) = to.get(key) {
+                            n.as_u64_in(0, u64::from(u32::MAX))?;
+                        }
+                    }
+                    continue;
+                }
                 other => {
                     return Err(p.err(format!("expected DEFAULT or HIGH, got \"{other}\"")));
                 }
@@ -409,7 +470,7 @@ fn transport_socket(node: &Node<'_>) -> Result<UpstreamTls> {
 fn protocol(o: &Obj<'_>) -> Result<UpstreamProtocol> {
     let legacy = match o.get("http2_protocol_options") {
         Some(h2) => {
-            h2.obj_with(&[], HTTP2_OPTIONS)?;
+            http2_options(&h2)?;
             Some(UpstreamProtocol::Http2)
         }
         None => None,
@@ -457,8 +518,7 @@ fn protocol(o: &Obj<'_>) -> Result<UpstreamProtocol> {
             Ok(UpstreamProtocol::Http1)
         }
         ["http2_protocol_options"] => {
-            eo.req("http2_protocol_options")?
-                .obj_with(&[], HTTP2_OPTIONS)?;
+            http2_options(&eo.req("http2_protocol_options")?)?;
             Ok(UpstreamProtocol::Http2)
         }
         ["http3_protocol_options"] => Err(eo
@@ -472,6 +532,30 @@ fn protocol(o: &Obj<'_>) -> Result<UpstreamProtocol> {
              may be set",
         )),
     }
+}
+
+/// `Http2ProtocolOptions`: `connection_keepalive` (PING `interval` / `timeout`, as Envoy
+/// Gateway renders for its xDS cluster) is accepted and has no effect yet; the rest are not
+/// supported.
+fn http2_options(node: &Node<'_>) -> Result<()> {
+    let o = node.obj_with(&["connection_keepalive"], HTTP2_OPTIONS)?;
+    if let Some(k) = o.get("connection_keepalive") {
+        let ko = k.obj(&[
+            "interval",
+            "timeout",
+            "interval_jitter",
+            "connection_idle_interval",
+        ])?;
+        for key in ["interval", "timeout", "connection_idle_interval"] {
+            if let Some(d) = ko.get(key) {
+                duration(&d)?;
+            }
+        }
+        if let Some(j) = ko.get("interval_jitter") {
+            j.obj(&["value"])?;
+        }
+    }
+    Ok(())
 }
 
 /// The names of the configured clusters, for checking references.

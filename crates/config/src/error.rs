@@ -55,6 +55,36 @@ impl ConfigError {
         }
     }
 
+    /// The error with its field path put under `root` (`"{root}: {path}"`, or `root` alone for
+    /// the resource itself), for resources parsed on their own (RDS, CDS, EDS).
+    pub(crate) fn rooted(self, root: &str) -> Self {
+        let put = |path: String| {
+            if path.is_empty() {
+                root.to_owned()
+            } else {
+                format!("{root}: {path}")
+            }
+        };
+        match self {
+            ConfigError::UnknownField { path } => ConfigError::UnknownField { path: put(path) },
+            ConfigError::Unsupported { path, reason } => ConfigError::Unsupported {
+                path: put(path),
+                reason,
+            },
+            ConfigError::Invalid { path, message } => ConfigError::Invalid {
+                path: put(path),
+                message,
+            },
+            ConfigError::ReadData { path, file, source } => ConfigError::ReadData {
+                path: put(path),
+                file,
+                source,
+            },
+            ConfigError::ConfigYaml(inner) => ConfigError::ConfigYaml(Box::new(inner.rooted(root))),
+            e @ (ConfigError::ReadConfig { .. } | ConfigError::Syntax { .. }) => e,
+        }
+    }
+
     pub(crate) fn invalid(path: impl Into<String>, message: impl Into<String>) -> Self {
         ConfigError::Invalid {
             path: path.into(),

@@ -1,21 +1,21 @@
-//! `HttpConnectionManager`: codec, route configuration with direct responses, the router filter,
-//! protocol options and access logs.
+//! `HttpConnectionManager`: codec, where the routes come from (`route_config` or `rds`), path
+//! normalization, protocol options and access logs. Route configuration lives in `route`, HTTP
+//! filters in `http_filter`.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 
-use std::time::Duration;
-
-use crate::cluster::{cluster_ref, ClusterNames};
+use crate::cluster::ClusterNames;
+use crate::config_source::config_source;
 use crate::duration::duration;
+use crate::http_filter::http_filters;
 use crate::model::{
-    AccessLog, AccessLogSink, CodecType, HttpConnectionManager, Redirect, RetryPolicy, Route,
-    RouteAction, RouteMatch, RouteTarget, VirtualHost,
+    AccessLog, AccessLogSink, CodecType, EscapedSlashesAction, HttpConnectionManager,
+    PathNormalization, RouteSource,
 };
+use crate::route::route_config;
 use crate::walk::{Node, Obj, Result};
 
 const HCM_TYPE: &str = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
-const ROUTER_TYPE: &str = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router";
 const FILE_LOG_TYPE: &str =
     "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog";
 const STDOUT_LOG_TYPE: &str =
@@ -23,31 +23,6 @@ const STDOUT_LOG_TYPE: &str =
 const STDERR_LOG_TYPE: &str =
     "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StderrAccessLog";
 const DEFAULT_MAX_REQUEST_HEADERS_KB: u32 = 60;
-/// Envoy's default route timeout.
-const DEFAULT_ROUTE_TIMEOUT: Duration = Duration::from_secs(15);
-/// The `retry_on` conditions for HTTP that Envoy knows.
-const RETRY_ON: &[&str] = &[
-    "5xx",
-    "gateway-error",
-    "reset",
-    "reset-before-request",
-    "connect-failure",
-    "envoy-ratelimited",
-    "retriable-4xx",
-    "refused-stream",
-    "retriable-status-codes",
-    "retriable-headers",
-    "http3-post-connect-failure",
-];
-/// gRPC `retry_on` conditions (not implemented).
-const GRPC_RETRY_ON: &[&str] = &[
-    "cancelled",
-    "deadline-exceeded",
-    "internal",
-    "resource-exhausted",
-    "unavailable",
-];
-
 pub(crate) fn http_connection_manager(
     node: &Node<'_>,
     clusters: &ClusterNames,
@@ -58,7 +33,11 @@ pub(crate) fn http_connection_manager(
             "codec_type",
             "stat_prefix",
             "route_config",
+            "rds",
             "http_filters",
+            "normalize_path",
+            "merge_slashes",
+            "path_with_escaped_slashes_action",
             "common_http_protocol_options",
             "max_request_headers_kb",
             "access_log",
@@ -69,7 +48,6 @@ pub(crate) fn http_connection_manager(
             "xff_num_trusted_hops",
         ],
         &[
-            "rds",
             "scoped_routes",
             "tracing",
             "http_protocol_options",
@@ -94,9 +72,6 @@ pub(crate) fn http_connection_manager(
             "set_current_client_cert_details",
             "proxy_100_continue",
             "represent_ipv4_remote_address_as_ipv4_mapped_ipv6",
-            "normalize_path",
-            "merge_slashes",
-            "path_with_escaped_slashes_action",
             "request_id_extension",
             "local_reply_config",
             "strip_matching_host_port",
@@ -126,9 +101,8 @@ pub(crate) fn http_connection_manager(
         }
     };
     let stat_prefix = o.req("stat_prefix")?.non_empty_str()?.to_owned();
-    for f in o.items("http_filters") {
-        http_filter(&f)?;
-    }
+    let http_filters = http_filters(&o.items("http_filters"))?;
+    let path_normalization = path_normalization(&o)?;
     let mut idle_timeout = None;
     if let Some(p) = o.get("common_http_protocol_options") {
         let po = p.obj_with(
@@ -177,12 +151,25 @@ pub(crate) fn http_connection_manager(
             upgrade_types.push(ty.to_owned());
         }
     }
-    let virtual_hosts = route_config(&o.req("route_config")?, clusters)?;
+    let routes = match (o.get("route_config"), o.get("rds")) {
+        (Some(rc), None) => RouteSource::Static(route_config(&rc, Some(clusters), true)?),
+        (None, Some(rds)) => {
+            let ro = rds.obj(&["config_source", "route_config_name"])?;
+            RouteSource::Rds {
+                route_config_name: ro.req("route_config_name")?.non_empty_str()?.to_owned(),
+                config_source: config_source(&ro.req("config_source")?)?,
+            }
+        }
+        (Some(_), Some(rds)) => return Err(rds.err("cannot be combined with route_config")),
+        (None, None) => return Err(node.err("needs route_config or rds")),
+    };
     Ok(HttpConnectionManager {
         path: node.path.clone(),
         stat_prefix,
         codec_type,
-        virtual_hosts,
+        routes,
+        http_filters,
+        path_normalization,
         idle_timeout,
         max_request_headers_kb,
         access_logs,
@@ -194,389 +181,39 @@ pub(crate) fn http_connection_manager(
     })
 }
 
-fn http_filter(node: &Node<'_>) -> Result<()> {
-    let o = node.obj_with(
-        &["name", "typed_config"],
-        &["config_discovery", "is_optional", "disabled"],
-    )?;
-    let name_node = o.req("name")?;
-    match name_node.as_str()? {
-        "envoy.filters.http.router" | "envoy.router" => {}
-        other => {
-            return Err(name_node.err(format!(
-                "unknown HTTP filter \"{other}\" (supported: envoy.filters.http.router)"
-            )))
-        }
-    }
-    if let Some(tc) = o.get("typed_config") {
-        // `typed_config: {}` is accepted, as Envoy's older examples write it.
-        if !tc.v.as_object().is_some_and(|m| m.is_empty()) {
-            tc.typed(
-                ROUTER_TYPE,
-                &[],
-                &[
-                    "dynamic_stats",
-                    "start_child_span",
-                    "upstream_log",
-                    "upstream_log_options",
-                    "suppress_envoy_headers",
-                    "strict_check_headers",
-                    "respect_expected_rq_timeout",
-                    "suppress_grpc_request_failure_code_stats",
-                    "upstream_http_filters",
-                ],
-            )?;
-        }
-    }
-    Ok(())
-}
-
-fn route_config(node: &Node<'_>, clusters: &ClusterNames) -> Result<Vec<VirtualHost>> {
-    let o = node.obj_with(
-        &["name", "virtual_hosts"],
-        &[
-            "vhds",
-            "internal_only_headers",
-            "response_headers_to_add",
-            "response_headers_to_remove",
-            "request_headers_to_add",
-            "request_headers_to_remove",
-            "most_specific_header_mutations_wins",
-            "validate_clusters",
-            "max_direct_response_body_size_bytes",
-            "cluster_specifier_plugins",
-            "request_mirror_policies",
-            "ignore_port_in_host_matching",
-            "ignore_path_parameters_in_path_matching",
-            "typed_per_filter_config",
-            "metadata",
-        ],
-    )?;
-    o.opt_str("name")?;
-    let mut hosts = Vec::new();
-    // lowercased domain -> path of the virtual host that has it
-    let mut domains: HashMap<String, String> = HashMap::new();
-    for v in o.items("virtual_hosts") {
-        let host = virtual_host(&v, clusters)?;
-        let dn = v.path.clone() + ".domains";
-        for (i, d) in host.domains.iter().enumerate() {
-            if let Some(first) = domains.insert(d.to_ascii_lowercase(), v.path.clone()) {
-                return Err(crate::ConfigError::invalid(
-                    format!("{dn}[{i}]"),
-                    format!("domain \"{d}\" is also used by {first}"),
-                ));
-            }
-        }
-        hosts.push(host);
-    }
-    Ok(hosts)
-}
-
-fn virtual_host(node: &Node<'_>, clusters: &ClusterNames) -> Result<VirtualHost> {
-    let o = node.obj_with(
-        &["name", "domains", "routes"],
-        &[
-            "matcher",
-            "require_tls",
-            "virtual_clusters",
-            "rate_limits",
-            "request_headers_to_add",
-            "request_headers_to_remove",
-            "response_headers_to_add",
-            "response_headers_to_remove",
-            "cors",
-            "typed_per_filter_config",
-            "include_request_attempt_count",
-            "include_attempt_count_in_response",
-            "retry_policy",
-            "retry_policy_typed_config",
-            "hedge_policy",
-            "include_is_timeout_retry_header",
-            "per_request_buffer_limit_bytes",
-            "request_mirror_policies",
-            "metadata",
-        ],
-    )?;
-    let name = o.req("name")?.non_empty_str()?.to_owned();
-    let domains_node = o.req("domains")?;
-    let domains = domains_node.str_list()?;
-    if domains.is_empty() {
-        return Err(domains_node.err("at least one domain is required"));
-    }
-    let mut routes = Vec::new();
-    for r in o.items("routes") {
-        routes.push(route(&r, clusters)?);
-    }
-    Ok(VirtualHost {
-        name,
-        domains,
-        routes,
-    })
-}
-
-fn route(node: &Node<'_>, clusters: &ClusterNames) -> Result<Route> {
-    const ACTIONS: [&str; 3] = ["direct_response", "route", "redirect"];
-    let o = node.obj_with(
-        &["name", "match", "direct_response", "route", "redirect"],
-        &[
-            "filter_action",
-            "non_forwarding_action",
-            "metadata",
-            "decorator",
-            "typed_per_filter_config",
-            "request_headers_to_add",
-            "request_headers_to_remove",
-            "response_headers_to_add",
-            "response_headers_to_remove",
-            "tracing",
-            "per_request_buffer_limit_bytes",
-            "stat_prefix",
-        ],
-    )?;
-    o.opt_str("name")?;
-    let matcher = route_match(&o.req("match")?)?;
-    let action = match o.present(&ACTIONS).as_slice() {
-        ["direct_response"] => direct_response(&o.req("direct_response")?)?,
-        ["route"] => RouteAction::Route(route_target(&o.req("route")?, clusters)?),
-        ["redirect"] => RouteAction::Redirect(redirect(&o.req("redirect")?)?),
-        [] => return Err(node.err("needs one of direct_response, route, redirect")),
-        many => {
-            return Err(node.err(format!(
-                "only one of direct_response, route, redirect may be set (got {})",
-                many.join(", ")
-            )))
-        }
+/// `normalize_path`, `merge_slashes`, `path_with_escaped_slashes_action`.
+fn path_normalization(o: &Obj<'_>) -> Result<PathNormalization> {
+    let escaped_slashes = match o.get("path_with_escaped_slashes_action") {
+        None => EscapedSlashesAction::KeepUnchanged,
+        Some(a) => match &a.v {
+            serde_json::Value::String(s) => match s.as_str() {
+                "IMPLEMENTATION_SPECIFIC_DEFAULT" | "KEEP_UNCHANGED" => {
+                    EscapedSlashesAction::KeepUnchanged
+                }
+                "REJECT_REQUEST" => EscapedSlashesAction::RejectRequest,
+                "UNESCAPE_AND_REDIRECT" => EscapedSlashesAction::UnescapeAndRedirect,
+                "UNESCAPE_AND_FORWARD" => EscapedSlashesAction::UnescapeAndForward,
+                other => {
+                    return Err(a.err(format!(
+                        "expected KEEP_UNCHANGED, REJECT_REQUEST, UNESCAPE_AND_REDIRECT or \
+                         UNESCAPE_AND_FORWARD, got \"{other}\""
+                    )))
+                }
+            },
+            serde_json::Value::Number(n) => match n.as_u64() {
+                Some(0 | 1) => EscapedSlashesAction::KeepUnchanged,
+                Some(2) => EscapedSlashesAction::RejectRequest,
+                Some(3) => EscapedSlashesAction::UnescapeAndRedirect,
+                Some(4) => EscapedSlashesAction::UnescapeAndForward,
+                _ => return Err(a.err("expected 0..=4")),
+            },
+            _ => return Err(a.err("expected an enum name")),
+        },
     };
-    Ok(Route { matcher, action })
-}
-
-fn route_match(node: &Node<'_>) -> Result<RouteMatch> {
-    const KINDS: [&str; 2] = ["prefix", "path"];
-    let o = node.obj_with(
-        &KINDS,
-        &[
-            "safe_regex",
-            "connect_matcher",
-            "path_separated_prefix",
-            "path_match_policy",
-            "case_sensitive",
-            "runtime_fraction",
-            "headers",
-            "query_parameters",
-            "grpc",
-            "tls_context",
-            "dynamic_metadata",
-            "filter_state",
-            "cookies",
-        ],
-    )?;
-    match o.present(&KINDS).as_slice() {
-        ["prefix"] => Ok(RouteMatch::Prefix(o.req("prefix")?.as_str()?.to_owned())),
-        ["path"] => {
-            let p = o.req("path")?;
-            Ok(RouteMatch::Path(p.non_empty_str()?.to_owned()))
-        }
-        [] => Err(node.err("needs prefix or path")),
-        _ => Err(node.err("only one of prefix, path may be set")),
-    }
-}
-
-fn direct_response(node: &Node<'_>) -> Result<RouteAction> {
-    let o = node.obj(&["status", "body"])?;
-    let status_node = o.req("status")?;
-    let status = u16::try_from(status_node.as_u64_in(100, 599)?)
-        .map_err(|_| status_node.err("out of range"))?;
-    let body = match o.get("body") {
-        None => None,
-        Some(b) => {
-            let bo = b.obj_with(
-                &["inline_string"],
-                &["filename", "inline_bytes", "environment_variable"],
-            )?;
-            Some(bo.req("inline_string")?.as_str()?.to_owned())
-        }
-    };
-    Ok(RouteAction::DirectResponse { status, body })
-}
-
-/// A route's `route` action.
-fn route_target(node: &Node<'_>, clusters: &ClusterNames) -> Result<RouteTarget> {
-    let o = node.obj_with(
-        &["cluster", "timeout", "prefix_rewrite", "retry_policy"],
-        &[
-            "cluster_header",
-            "weighted_clusters",
-            "cluster_specifier_plugin",
-            "inline_cluster_specifier_plugin",
-            "cluster_not_found_response_code",
-            "metadata_match",
-            "regex_rewrite",
-            "path_rewrite_policy",
-            "host_rewrite_literal",
-            "host_rewrite_header",
-            "auto_host_rewrite",
-            "host_rewrite_path_regex",
-            "append_x_forwarded_host",
-            "idle_timeout",
-            "early_data_policy",
-            "retry_policy_typed_config",
-            "request_mirror_policies",
-            "priority",
-            "rate_limits",
-            "include_vh_rate_limits",
-            "hash_policy",
-            "cors",
-            "max_grpc_timeout",
-            "grpc_timeout_offset",
-            "upgrade_configs",
-            "internal_redirect_policy",
-            "internal_redirect_action",
-            "max_internal_redirects",
-            "hedge_policy",
-            "max_stream_duration",
-        ],
-    )?;
-    let cluster = cluster_ref(&o.req("cluster")?, clusters)?;
-    let timeout = match o.get("timeout") {
-        Some(t) => Some(duration(&t)?).filter(|d| !d.is_zero()),
-        None => Some(DEFAULT_ROUTE_TIMEOUT),
-    };
-    let prefix_rewrite = o.opt_str("prefix_rewrite")?.map(str::to_owned);
-    let retry_policy = o
-        .get("retry_policy")
-        .map(|r| retry_policy(&r))
-        .transpose()?;
-    Ok(RouteTarget {
-        cluster,
-        timeout,
-        prefix_rewrite,
-        retry_policy,
-    })
-}
-
-fn retry_policy(node: &Node<'_>) -> Result<RetryPolicy> {
-    let o = node.obj_with(
-        &[
-            "retry_on",
-            "num_retries",
-            "per_try_timeout",
-            "retriable_status_codes",
-        ],
-        &[
-            "per_try_idle_timeout",
-            "retry_priority",
-            "retry_host_predicate",
-            "retry_options_predicates",
-            "host_selection_retry_max_attempts",
-            "retry_back_off",
-            "rate_limited_retry_back_off",
-            "retriable_headers",
-            "retriable_request_headers",
-        ],
-    )?;
-    let mut retry_on = Vec::new();
-    if let Some(r) = o.get("retry_on") {
-        for cond in r.as_str()?.split(',').map(str::trim) {
-            if cond.is_empty() {
-                continue;
-            }
-            if GRPC_RETRY_ON.contains(&cond) {
-                return Err(r.unsupported(Some("gRPC retry conditions")));
-            }
-            if !RETRY_ON.contains(&cond) {
-                return Err(r.err(format!(
-                    "unknown retry condition \"{cond}\" (known: {})",
-                    RETRY_ON.join(", ")
-                )));
-            }
-            if !retry_on.iter().any(|c| c == cond) {
-                retry_on.push(cond.to_owned());
-            }
-        }
-    }
-    let num_retries = match o.get("num_retries") {
-        Some(n) => n.as_u64_in(0, u64::from(u32::MAX))? as u32,
-        None => 1,
-    };
-    let per_try_timeout = o
-        .get("per_try_timeout")
-        .map(|d| duration(&d))
-        .transpose()?
-        .filter(|d| !d.is_zero());
-    let mut retriable_status_codes = Vec::new();
-    for c in o.items("retriable_status_codes") {
-        retriable_status_codes.push(c.as_u64_in(100, 599)? as u16);
-    }
-    Ok(RetryPolicy {
-        retry_on,
-        num_retries,
-        per_try_timeout,
-        retriable_status_codes,
-    })
-}
-
-fn redirect(node: &Node<'_>) -> Result<Redirect> {
-    let o = node.obj_with(
-        &[
-            "https_redirect",
-            "host_redirect",
-            "path_redirect",
-            "response_code",
-        ],
-        &[
-            "scheme_redirect",
-            "port_redirect",
-            "prefix_rewrite",
-            "regex_rewrite",
-            "strip_query",
-        ],
-    )?;
-    let header_value = |key: &str| -> Result<Option<String>> {
-        let Some(n) = o.get(key) else { return Ok(None) };
-        let s = n.non_empty_str()?;
-        if s.bytes().any(|b| b.is_ascii_control() || b == b' ') {
-            return Err(n.err(format!("invalid value \"{}\"", s.escape_debug())));
-        }
-        Ok(Some(s.to_owned()))
-    };
-    let host_redirect = header_value("host_redirect")?;
-    let path_redirect = header_value("path_redirect")?;
-    let response_code = match o.get("response_code") {
-        None => 301,
-        Some(c) => {
-            let code = match &c.v {
-                serde_json::Value::String(s) => match s.as_str() {
-                    "MOVED_PERMANENTLY" => Some(301),
-                    "FOUND" => Some(302),
-                    "SEE_OTHER" => Some(303),
-                    "TEMPORARY_REDIRECT" => Some(307),
-                    "PERMANENT_REDIRECT" => Some(308),
-                    _ => None,
-                },
-                // Protobuf JSON also writes enums as their numbers.
-                serde_json::Value::Number(n) => match n.as_u64() {
-                    Some(0) => Some(301),
-                    Some(1) => Some(302),
-                    Some(2) => Some(303),
-                    Some(3) => Some(307),
-                    Some(4) => Some(308),
-                    _ => None,
-                },
-                _ => None,
-            };
-            code.ok_or_else(|| {
-                c.err(
-                    "expected MOVED_PERMANENTLY, FOUND, SEE_OTHER, TEMPORARY_REDIRECT or \
-                     PERMANENT_REDIRECT",
-                )
-            })?
-        }
-    };
-    Ok(Redirect {
-        https_redirect: o.bool_or_false("https_redirect")?,
-        host_redirect,
-        path_redirect,
-        response_code,
+    Ok(PathNormalization {
+        normalize_path: o.bool_or_false("normalize_path")?,
+        merge_slashes: o.bool_or_false("merge_slashes")?,
+        escaped_slashes,
     })
 }
 

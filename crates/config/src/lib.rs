@@ -20,13 +20,17 @@ mod cluster;
 mod config_source;
 mod dump;
 mod duration;
+mod endpoint;
 mod error;
 mod http;
+mod http_filter;
 mod listener;
+mod matcher;
 mod merge;
 pub mod model;
 mod sds;
 pub use sds::{load_sds_tls_certificate, secret_resource, SecretKind};
+mod route;
 mod source;
 mod tls;
 mod walk;
@@ -144,6 +148,49 @@ fn file_json(path: &Path) -> Result<serde_json::Value, ConfigError> {
     } else {
         source::yaml_text_to_json(&text, &origin)
     }
+}
+
+/// Parse one `RouteConfiguration` resource on its own (as RDS delivers it, in JSON form). Its
+/// routes may name clusters that do not exist (yet): `validate_clusters` defaults to false, as
+/// Envoy's does for RDS. Errors carry `path` as their root, e.g.
+/// `RouteConfiguration local_route: virtual_hosts[0].routes[1].match: ...`.
+pub fn route_configuration(
+    json: &serde_json::Value,
+    path: &str,
+) -> Result<RouteConfig, ConfigError> {
+    route::route_config(&walk::Node::new(json, ""), None, false).map_err(|e| e.rooted(path))
+}
+
+/// Parse one `Cluster` resource on its own (as CDS delivers it, in JSON form); errors carry
+/// `path` as their root. An EDS cluster has no endpoints: they come by
+/// [`cluster_load_assignment`].
+pub fn cluster_resource(json: &serde_json::Value, path: &str) -> Result<Cluster, ConfigError> {
+    cluster::cluster(&walk::Node::new(json, ""))
+        .map(|mut c| {
+            c.path = path.to_owned();
+            c
+        })
+        .map_err(|e| e.rooted(path))
+}
+
+/// Parse one `ClusterLoadAssignment` resource (as EDS delivers it, in JSON form): its
+/// endpoints that take traffic (IP addresses; `health_status` UNHEALTHY, DRAINING and TIMEOUT
+/// left out). `cluster_name` is required. Errors carry `path` as their root.
+pub fn cluster_load_assignment(
+    json: &serde_json::Value,
+    path: &str,
+) -> Result<Vec<Endpoint>, ConfigError> {
+    let node = walk::Node::new(json, "");
+    let parsed = endpoint::load_assignment(&node, endpoint::Addresses::IpOnly).and_then(|a| {
+        node.obj_with(
+            &["cluster_name", "endpoints", "policy", "named_endpoints"],
+            &[],
+        )?
+        .req("cluster_name")?
+        .non_empty_str()?;
+        Ok(a.endpoints)
+    });
+    parsed.map_err(|e| e.rooted(path))
 }
 
 /// Parse configuration text (YAML, or JSON which is YAML too).

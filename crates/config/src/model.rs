@@ -9,6 +9,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod http;
+mod route;
+pub use http::*;
+pub use route::*;
+
 /// The whole bootstrap (`static_resources` + `admin` + `overload_manager`).
 #[derive(Debug, Clone, Default)]
 pub struct Bootstrap {
@@ -347,105 +352,6 @@ impl fmt::Debug for DataSource {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CodecType {
-    Auto,
-    Http1,
-    Http2,
-}
-
-#[derive(Debug, Clone)]
-pub struct HttpConnectionManager {
-    pub path: String,
-    pub stat_prefix: String,
-    pub codec_type: CodecType,
-    pub virtual_hosts: Vec<VirtualHost>,
-    /// `common_http_protocol_options.idle_timeout`.
-    pub idle_timeout: Option<Duration>,
-    /// `max_request_headers_kb` (Envoy default 60).
-    pub max_request_headers_kb: u32,
-    pub access_logs: Vec<AccessLog>,
-    /// `server_name` header value (Envoy default "envoy"; ours "quickshake").
-    pub server_name: Option<String>,
-    /// `upgrade_configs[].upgrade_type` of the enabled entries, as written (e.g. `websocket`);
-    /// Envoy matches them against the `Upgrade` header case-insensitively.
-    pub upgrade_types: Vec<String>,
-    /// `use_remote_address` (default false).
-    pub use_remote_address: bool,
-    /// `xff_num_trusted_hops` (default 0).
-    pub xff_num_trusted_hops: u32,
-    /// `generate_request_id` (default true).
-    pub generate_request_id: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct VirtualHost {
-    pub name: String,
-    /// `*`, exact, `*.suffix`, `prefix*`; matched case-insensitively, port-stripped.
-    pub domains: Vec<String>,
-    pub routes: Vec<Route>,
-}
-
-#[derive(Debug, Clone)]
-pub struct Route {
-    pub matcher: RouteMatch,
-    pub action: RouteAction,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RouteMatch {
-    Prefix(String),
-    Path(String),
-}
-
-#[derive(Debug, Clone)]
-pub enum RouteAction {
-    DirectResponse {
-        status: u16,
-        body: Option<String>,
-    },
-    /// `route`: forward to a cluster.
-    Route(RouteTarget),
-    /// `redirect`.
-    Redirect(Redirect),
-}
-
-/// A route's `route` action.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouteTarget {
-    /// Names a cluster of `Bootstrap::clusters` (checked).
-    pub cluster: String,
-    /// `timeout`: Envoy's default 15s when absent; `"0s"` = no timeout (`None`).
-    pub timeout: Option<Duration>,
-    pub prefix_rewrite: Option<String>,
-    pub retry_policy: Option<RetryPolicy>,
-}
-
-/// A route's `retry_policy`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// `retry_on`, split at commas and trimmed: `5xx`, `gateway-error`, `reset`,
-    /// `reset-before-request`, `connect-failure`, `retriable-4xx`, `refused-stream`,
-    /// `retriable-status-codes`, `envoy-ratelimited`, `http3-post-connect-failure`.
-    pub retry_on: Vec<String>,
-    /// `num_retries` (default 1).
-    pub num_retries: u32,
-    pub per_try_timeout: Option<Duration>,
-    /// `retriable_status_codes` (each 100..=599).
-    pub retriable_status_codes: Vec<u16>,
-}
-
-/// A route's `redirect` action.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Redirect {
-    pub https_redirect: bool,
-    pub host_redirect: Option<String>,
-    pub path_redirect: Option<String>,
-    /// `response_code`: MOVED_PERMANENTLY 301 (default), FOUND 302, SEE_OTHER 303,
-    /// TEMPORARY_REDIRECT 307, PERMANENT_REDIRECT 308.
-    pub response_code: u16,
-}
-
 /// A `static_resources.clusters[]` entry.
 #[derive(Debug, Clone)]
 pub struct Cluster {
@@ -458,21 +364,34 @@ pub struct Cluster {
     pub discovery: ClusterDiscovery,
     /// `dns_refresh_rate` (default 5s; meaningful for the DNS types).
     pub dns_refresh_rate: Duration,
-    /// `lb_policy` (default ROUND_ROBIN).
+    /// `lb_policy` (default ROUND_ROBIN), or the first supported policy of
+    /// `load_balancing_policy.policies[]`.
     pub lb_policy: LbPolicy,
-    /// At least one; exactly one for LOGICAL_DNS (as Envoy requires).
+    /// At least one; exactly one for LOGICAL_DNS (as Envoy requires); none for EDS (the
+    /// endpoints arrive by xDS) and for a `pipe` cluster.
     pub endpoints: Vec<Endpoint>,
+    /// The one `pipe.path` endpoint of a STATIC cluster (a unix socket, as Istio renders its
+    /// xDS and SDS clusters to pilot-agent). Used by the xDS client; requests routed to such a
+    /// cluster get 503 (no upstream).
+    pub pipe: Option<PathBuf>,
     pub circuit_breakers: CircuitBreakers,
     /// `transport_socket` `envoy.transport_sockets.tls` with an `UpstreamTlsContext`.
     pub upstream_tls: Option<UpstreamTls>,
     pub protocol: UpstreamProtocol,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClusterDiscovery {
     Static,
     StrictDns,
     LogicalDns,
+    /// `EDS`: endpoints come from the `ClusterLoadAssignment` named `service_name`
+    /// (`eds_cluster_config.service_name`, the cluster's name when empty), delivered from
+    /// `config_source` (`eds_cluster_config.eds_config`).
+    Eds {
+        service_name: String,
+        config_source: ConfigSource,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -529,21 +448,4 @@ pub enum UpstreamProtocol {
     #[default]
     Http1,
     Http2,
-}
-
-#[derive(Debug, Clone)]
-pub struct AccessLog {
-    pub sink: AccessLogSink,
-    /// `log_format.text_format_source.inline_string` / `text_format`; `None` = Envoy's default format.
-    pub format: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AccessLogSink {
-    /// `envoy.access_loggers.file` with `path`.
-    File(PathBuf),
-    /// `envoy.access_loggers.stdout`.
-    Stdout,
-    /// `envoy.access_loggers.stderr`.
-    Stderr,
 }

@@ -66,10 +66,10 @@ fn seed_config_parses() {
     assert_eq!(h.max_request_headers_kb, 60);
     assert_eq!(h.idle_timeout, None);
     assert!(h.access_logs.is_empty());
-    assert_eq!(h.virtual_hosts.len(), 1);
-    assert_eq!(h.virtual_hosts[0].name, "backend");
-    assert_eq!(h.virtual_hosts[0].domains, vec!["*"]);
-    let r = &h.virtual_hosts[0].routes[0];
+    assert_eq!(h.virtual_hosts().len(), 1);
+    assert_eq!(h.virtual_hosts()[0].name, "backend");
+    assert_eq!(h.virtual_hosts()[0].domains, vec!["*"]);
+    let r = &h.virtual_hosts()[0].routes[0];
     assert_eq!(r.matcher, RouteMatch::Prefix("/".into()));
     assert!(matches!(
         r.action,
@@ -174,7 +174,7 @@ fn full_config_parses() {
         h.access_logs[3].format.as_deref(),
         Some("legacy %RESPONSE_CODE%\n")
     );
-    let routes = &h.virtual_hosts[0].routes;
+    let routes = &h.virtual_hosts()[0].routes;
     assert_eq!(routes[0].matcher, RouteMatch::Path("/healthz".into()));
     assert!(matches!(
         &routes[1].action,
@@ -184,9 +184,9 @@ fn full_config_parses() {
     let plain = &l.filter_chains[1];
     assert!(plain.tls.is_none());
     assert_eq!(plain.http().unwrap().codec_type, CodecType::Http1);
-    assert_eq!(plain.http().unwrap().virtual_hosts[0].domains, vec!["*"]);
+    assert_eq!(plain.http().unwrap().virtual_hosts()[0].domains, vec!["*"]);
     assert_eq!(
-        plain.http().unwrap().virtual_hosts[0].routes[0].action_status(),
+        plain.http().unwrap().virtual_hosts()[0].routes[0].action_status(),
         404
     );
 

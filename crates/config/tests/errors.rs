@@ -225,7 +225,7 @@ fn not_supported_yet() {
         (
             Box::new(|v| {
                 v["static_resources"]["clusters"] =
-                    json!([{"name": "c", "type": "EDS"}])
+                    json!([{"name": "c", "type": "ORIGINAL_DST"}])
             }),
             "static_resources.clusters[0].type",
             "not supported yet",

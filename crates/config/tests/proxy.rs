@@ -93,7 +93,7 @@ fn proxy_config_parses() {
     assert_eq!(h.xff_num_trusted_hops, 1);
     assert!(!h.generate_request_id);
 
-    let plain = &h.virtual_hosts[0].routes[0].action;
+    let plain = &h.virtual_hosts()[0].routes[0].action;
     assert!(matches!(
         plain,
         RouteAction::Redirect(Redirect {
@@ -103,7 +103,7 @@ fn proxy_config_parses() {
             response_code: 301
         })
     ));
-    let routes = &h.virtual_hosts[1].routes;
+    let routes = &h.virtual_hosts()[1].routes;
     let RouteAction::Route(api_route) = &routes[0].action else {
         panic!("{:?}", routes[0].action)
     };
@@ -213,7 +213,7 @@ fn defaults_and_shorthands() {
     let routes = &b.listeners[0].filter_chains[0]
         .http()
         .unwrap()
-        .virtual_hosts[1]
+        .virtual_hosts()[1]
         .routes;
     let RouteAction::Redirect(r) = &routes[1].action else {
         panic!()

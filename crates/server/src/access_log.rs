@@ -36,6 +36,10 @@ pub struct LogRecord {
     pub tls_version: Option<String>,
     /// The upstream host a forwarded request went to.
     pub upstream_host: Option<String>,
+    /// Envoy's response flags (`NR`, `NC`), `-` when none.
+    pub response_flags: Option<&'static str>,
+    /// Envoy's response code details where quickshake sets them (`cluster_not_found`, ...).
+    pub response_code_details: Option<&'static str>,
 }
 
 /// Expand a format string for one record. Unknown operators print `-`, as Envoy prints
@@ -74,7 +78,8 @@ fn operator(op: &str, r: &LogRecord) -> String {
         "START_TIME" => r.start_time.clone(),
         "PROTOCOL" => r.protocol.clone(),
         "RESPONSE_CODE" => r.response_code.to_string(),
-        "RESPONSE_FLAGS" => "-".into(),
+        "RESPONSE_FLAGS" => dash(r.response_flags),
+        "RESPONSE_CODE_DETAILS" => dash(r.response_code_details),
         "BYTES_RECEIVED" => r.bytes_received.to_string(),
         "BYTES_SENT" => r.bytes_sent.to_string(),
         "DURATION" => r.duration_ms.to_string(),

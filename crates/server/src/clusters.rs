@@ -58,6 +58,7 @@ pub fn spec(c: &Cluster) -> Result<ClusterSpec, ServerError> {
             ClusterDiscovery::Static => Discovery::Static,
             ClusterDiscovery::StrictDns => Discovery::StrictDns,
             ClusterDiscovery::LogicalDns => Discovery::LogicalDns,
+            ClusterDiscovery::Eds { .. } => Discovery::Eds,
         },
         dns_refresh_rate: c.dns_refresh_rate,
         lb: match c.lb_policy {

@@ -443,7 +443,11 @@ async fn serve_http<S>(
         .max_header_list_size(u32::try_from(rt.max_request_headers_bytes).unwrap_or(u32::MAX));
     let svc_rt = rt.clone();
     let svc_info = info.clone();
-    let service = service_fn(move |req| handle_request(req, svc_rt.clone(), svc_info.clone()));
+    let svc_drain = drain.clone();
+    let service = service_fn(move |req| {
+        let draining = *svc_drain.borrow();
+        handle_request(req, svc_rt.clone(), svc_info.clone(), draining)
+    });
     // HTTP/2 (ALPN or codec): hyper's HTTP/2 server directly (the upgrade-capable path would
     // sniff the preface and answer a bad one in HTTP/1.1). Otherwise auto-detection with
     // HTTP/1.1 upgrades (WebSocket) enabled.

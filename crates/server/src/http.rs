@@ -1,6 +1,7 @@
-//! The HTTP connection manager: hyper serving HTTP/1.1 and HTTP/2 on a (TLS) stream, Envoy's
-//! route table (direct responses, redirects, forwarding to a cluster through `proxy`),
-//! `http.<stat_prefix>.*` stats and access logs.
+//! The HTTP connection manager: hyper serving HTTP/1.1 and HTTP/2 on a (TLS) stream, path
+//! normalization, the HTTP filters (health check, compressor), Envoy's route table (direct
+//! responses, redirects, forwarding to a cluster through `proxy`), `http.<stat_prefix>.*` stats
+//! and access logs.
 
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
@@ -8,23 +9,29 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Request, Response, StatusCode};
+use http::{header, HeaderValue, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use quickshake_config::{Redirect, RouteAction};
 
 use crate::access_log::LogRecord;
 use crate::body::{error_response, full, Body};
+use crate::filters::{
+    choose_compressor, compress, health_check, health_check_response, HealthCheck,
+};
 use crate::http_runtime::{ConnInfo, HttpRuntime};
-use crate::proxy::forward;
-use crate::routing::{matched_prefix, select_route, select_virtual_host};
+use crate::path_normalize::{normalize, Normalized};
+use crate::proxy::{forward, Forwarded};
+use crate::routing::{matched_prefix, select_route, select_virtual_host, RequestView};
 use crate::time::rfc3339_now;
 
 /// Serve one request: route it, answer (direct response, redirect, or forwarded to a cluster),
 /// count it and log it.
+/// `draining`: the server is draining (the health-check filter answers 503).
 pub async fn handle_request(
     req: Request<Incoming>,
     rt: Arc<HttpRuntime>,
     conn: Arc<ConnInfo>,
+    draining: bool,
 ) -> Result<Response<Body>, Infallible> {
     let start = Instant::now();
     conn.active_requests.fetch_add(1, Ordering::Relaxed);
@@ -53,27 +60,12 @@ pub async fn handle_request(
         .unwrap_or_default();
     let mut record =
         (!rt.loggers.is_empty()).then(|| log_record(&req, &authority, protocol, &conn));
-    let path = req.uri().path().to_string();
-    let route =
-        select_virtual_host(&rt.virtual_hosts, &authority).and_then(|vh| select_route(vh, &path));
-    let (mut resp, fwd) = match route.map(|r| (r, &r.action)) {
-        Some((_, RouteAction::DirectResponse { status, body })) => {
-            (direct(*status, body.clone()), None)
-        }
-        Some((_, RouteAction::Redirect(r))) => (redirect(r, &req, &authority, &conn), None),
-        Some((route, RouteAction::Route(target))) => match rt.clusters.get(&target.cluster) {
-            Some(cluster) => {
-                let (resp, fwd) =
-                    forward(req, target, matched_prefix(route), cluster, &rt, &conn).await;
-                (resp, Some(fwd))
-            }
-            None => (error_response(503, "no healthy upstream"), None),
-        },
-        None => {
-            stats.no_route.inc();
-            (direct(404, None), None)
-        }
-    };
+    let (mut resp, fwd) = route_request(req, &rt, &conn, &authority, draining).await;
+    if let Some(r) = record.as_mut() {
+        r.response_flags = fwd.response_flags;
+        r.response_code_details = fwd.details;
+    }
+    let fwd = fwd.forwarded;
     resp.headers_mut()
         .insert(header::SERVER, rt.server_name.clone());
     let status = resp.status().as_u16();
@@ -102,6 +94,125 @@ pub async fn handle_request(
     conn.touch();
     conn.active_requests.fetch_sub(1, Ordering::Relaxed);
     Ok(resp)
+}
+
+/// How a request was answered, for the access log.
+#[derive(Default)]
+struct Outcome {
+    forwarded: Option<Forwarded>,
+    /// Envoy's `%RESPONSE_FLAGS%` (`NR`, `NC`).
+    response_flags: Option<&'static str>,
+    /// Envoy's `%RESPONSE_CODE_DETAILS%` where quickshake sets one.
+    details: Option<&'static str>,
+}
+
+/// Path normalization, the HTTP filters before the router, then the route.
+async fn route_request(
+    mut req: Request<Incoming>,
+    rt: &Arc<HttpRuntime>,
+    conn: &Arc<ConnInfo>,
+    authority: &str,
+    draining: bool,
+) -> (Response<Body>, Outcome) {
+    let stats = &rt.stats;
+    let pq = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| req.uri().path().to_string(), |p| p.as_str().to_string());
+    match normalize(&pq, &rt.path_normalization) {
+        Normalized::Continue(p) if p != pq => {
+            let mut parts = req.uri().clone().into_parts();
+            if let Ok(new) = p.parse() {
+                parts.path_and_query = Some(new);
+                if let Ok(uri) = Uri::from_parts(parts) {
+                    *req.uri_mut() = uri;
+                }
+            }
+        }
+        Normalized::Continue(_) => {}
+        Normalized::Redirect(p) => {
+            stats.downstream_rq_redirected_with_normalized_path.inc();
+            let mut resp = direct(307, None);
+            if let Ok(v) = HeaderValue::from_str(&p) {
+                resp.headers_mut().insert(header::LOCATION, v);
+            }
+            return (resp, Outcome::default());
+        }
+        Normalized::Reject => {
+            stats.downstream_rq_failed_path_normalization.inc();
+            return (
+                error_response(400, "Bad Request"),
+                Outcome {
+                    details: Some("path_normalization_failed"),
+                    ..Outcome::default()
+                },
+            );
+        }
+    }
+    let table = rt.routes.load_full();
+    let failing = draining || rt.health_check_failed.value() != 0;
+    let (hc, route) = {
+        let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
+        let view = RequestView {
+            path: req.uri().path(),
+            path_and_query: pq,
+            method: req.method().as_str(),
+            authority,
+            scheme: if conn.tls_version.is_some() {
+                "https"
+            } else {
+                "http"
+            },
+            headers: req.headers(),
+        };
+        let hc = health_check(&rt.http_filters, &view, failing);
+        let route = select_virtual_host(&table.config.virtual_hosts, authority)
+            .and_then(|vh| select_route(vh, &view));
+        (hc, route)
+    };
+    if let HealthCheck::Answer(status) = hc {
+        return (health_check_response(status), Outcome::default());
+    }
+    let method = req.method().clone();
+    let compressor = choose_compressor(&rt.http_filters, &method, req.headers_mut());
+    let mut outcome = Outcome::default();
+    let resp = match route.map(|r| (r, &r.action)) {
+        Some((_, RouteAction::DirectResponse { status, body })) => {
+            stats.rq_direct_response.inc();
+            direct(*status, body.clone())
+        }
+        Some((_, RouteAction::Redirect(r))) => {
+            stats.rq_redirect.inc();
+            redirect(r, &req, authority, conn)
+        }
+        Some((route, RouteAction::Route(target))) => match table.clusters.get(&target.cluster) {
+            Some(cluster) => {
+                let (resp, fwd) =
+                    forward(req, target, matched_prefix(route), cluster, rt, conn).await;
+                outcome.forwarded = Some(fwd);
+                resp
+            }
+            None => {
+                // A route naming a cluster that does not exist (RDS may deliver it before
+                // CDS does): Envoy's 503 with `NC`.
+                stats.no_cluster.inc();
+                outcome.response_flags = Some("NC");
+                outcome.details = Some("cluster_not_found");
+                direct(503, None)
+            }
+        },
+        None => {
+            stats.no_route.inc();
+            outcome.response_flags = Some("NR");
+            outcome.details = Some("route_not_found");
+            direct(404, None)
+        }
+    };
+    let resp = match compressor {
+        Some((c, accepted)) => compress(c, accepted, resp),
+        None => resp,
+    };
+    (resp, outcome)
 }
 
 fn direct(status: u16, body: Option<String>) -> Response<Body> {

@@ -1,12 +1,19 @@
 //! One filter chain's HTTP connection manager as it runs (route table, codec, timeouts, stats,
-//! access loggers, the clusters its routes name) and the per-connection facts requests need.
-//! A leaf of the HTTP path: the request handler, the forwarder and the connection read it.
+//! access loggers, HTTP filters, path normalization, the clusters its routes name) and the
+//! per-connection facts requests need. A leaf of the HTTP path: the request handler, the
+//! forwarder and the connection read it.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use http::HeaderValue;
-use quickshake_config::{CodecType, HttpConnectionManager, RouteAction, VirtualHost};
+use quickshake_config::{
+    CodecType, HttpConnectionManager, HttpFilter, PathNormalization, RouteAction, RouteConfig,
+    RouteSource,
+};
 use quickshake_stats::{Counter, Gauge, Histogram, Store};
 
 use crate::access_log::AccessLogger;
@@ -29,6 +36,12 @@ pub struct HttpStats {
     pub downstream_cx_idle_timeout: Counter,
     pub downstream_cx_protocol_error: Counter,
     pub no_route: Counter,
+    /// Routes whose cluster does not exist (Envoy's router `no_cluster`; 503 `NC`).
+    pub no_cluster: Counter,
+    pub rq_redirect: Counter,
+    pub rq_direct_response: Counter,
+    pub downstream_rq_failed_path_normalization: Counter,
+    pub downstream_rq_redirected_with_normalized_path: Counter,
 }
 
 impl HttpStats {
@@ -59,21 +72,76 @@ impl HttpStats {
             downstream_cx_idle_timeout: c("downstream_cx_idle_timeout"),
             downstream_cx_protocol_error: c("downstream_cx_protocol_error"),
             no_route: c("no_route"),
+            no_cluster: c("no_cluster"),
+            rq_redirect: c("rq_redirect"),
+            rq_direct_response: c("rq_direct_response"),
+            downstream_rq_failed_path_normalization: c("downstream_rq_failed_path_normalization"),
+            downstream_rq_redirected_with_normalized_path: c(
+                "downstream_rq_redirected_with_normalized_path",
+            ),
         }
+    }
+}
+
+/// A route configuration with the clusters its routes name that exist (a route naming one
+/// that does not answers 503 `NC`).
+pub struct RouteTable {
+    pub config: RouteConfig,
+    pub clusters: HashMap<String, quickshake_upstream::Cluster>,
+}
+
+impl RouteTable {
+    /// The table for `config`: the clusters its routes name, looked up in `clusters`. With
+    /// `validate_clusters`, a missing one is an error naming `field`.
+    pub fn build(
+        config: RouteConfig,
+        clusters: &quickshake_upstream::ClusterManager,
+        field: &str,
+    ) -> Result<Self, ServerError> {
+        let mut named = HashMap::new();
+        for vh in &config.virtual_hosts {
+            for r in &vh.routes {
+                if let RouteAction::Route(t) = &r.action {
+                    match clusters.cluster(&t.cluster) {
+                        Some(c) => {
+                            named.insert(t.cluster.clone(), c);
+                        }
+                        None if config.validate_clusters => {
+                            return Err(ServerError::Invalid {
+                                field: field.to_owned(),
+                                reason: format!("unknown cluster '{}'", t.cluster),
+                            })
+                        }
+                        None => {}
+                    }
+                }
+            }
+        }
+        Ok(RouteTable {
+            config,
+            clusters: named,
+        })
     }
 }
 
 /// One filter chain's HTTP connection manager, shared by all its connections.
 pub struct HttpRuntime {
     pub codec: CodecType,
-    pub virtual_hosts: Vec<VirtualHost>,
+    /// The route table: the inline `route_config`, or (RDS) empty until
+    /// [`HttpRuntime::set_routes`] installs what xDS delivered.
+    pub routes: ArcSwap<RouteTable>,
+    /// `rds.route_config_name` when the routes come by RDS.
+    pub rds_route_config_name: Option<String>,
+    /// `http_filters[]` before the router.
+    pub http_filters: Vec<HttpFilter>,
+    pub path_normalization: PathNormalization,
+    /// `server.health_check_failed` (admin `/healthcheck/fail`), for the health-check filter.
+    pub health_check_failed: Gauge,
     pub idle_timeout: Duration,
     pub max_request_headers_bytes: usize,
     pub server_name: HeaderValue,
     pub stats: HttpStats,
     pub loggers: Vec<AccessLogger>,
-    /// The clusters this connection manager's routes name.
-    pub clusters: std::collections::HashMap<String, quickshake_upstream::Cluster>,
     /// `upgrade_configs[].upgrade_type` (e.g. `websocket`).
     pub upgrade_types: Vec<String>,
     pub use_remote_address: bool,
@@ -89,20 +157,21 @@ impl HttpRuntime {
         store: &Store,
         clusters: &quickshake_upstream::ClusterManager,
     ) -> Result<Self, ServerError> {
-        let mut named = std::collections::HashMap::new();
-        for vh in &cfg.virtual_hosts {
-            for r in &vh.routes {
-                if let RouteAction::Route(t) = &r.action {
-                    let c = clusters
-                        .cluster(&t.cluster)
-                        .ok_or_else(|| ServerError::Invalid {
-                            field: format!("{}.route_config", cfg.path),
-                            reason: format!("unknown cluster '{}'", t.cluster),
-                        })?;
-                    named.insert(t.cluster.clone(), c);
-                }
-            }
-        }
+        let (table, rds_route_config_name) = match &cfg.routes {
+            RouteSource::Static(rc) => (
+                RouteTable::build(rc.clone(), clusters, &format!("{}.route_config", cfg.path))?,
+                None,
+            ),
+            RouteSource::Rds {
+                route_config_name, ..
+            } => (
+                RouteTable {
+                    config: RouteConfig::default(),
+                    clusters: HashMap::new(),
+                },
+                Some(route_config_name.clone()),
+            ),
+        };
         let loggers = cfg
             .access_logs
             .iter()
@@ -117,7 +186,11 @@ impl HttpRuntime {
         let server_name = cfg.server_name.as_deref().unwrap_or("quickshake");
         Ok(HttpRuntime {
             codec: cfg.codec_type,
-            virtual_hosts: cfg.virtual_hosts.clone(),
+            routes: ArcSwap::from_pointee(table),
+            rds_route_config_name,
+            http_filters: cfg.http_filters.clone(),
+            path_normalization: cfg.path_normalization,
+            health_check_failed: store.gauge("server.health_check_failed"),
             idle_timeout: cfg.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT),
             max_request_headers_bytes: cfg.max_request_headers_kb as usize * 1024,
             server_name: HeaderValue::from_str(server_name).map_err(|_| ServerError::Invalid {
@@ -126,11 +199,17 @@ impl HttpRuntime {
             })?,
             stats: HttpStats::new(store, &cfg.stat_prefix),
             loggers,
-            clusters: named,
             upgrade_types: cfg.upgrade_types.clone(),
             use_remote_address: cfg.use_remote_address,
             generate_request_id: cfg.generate_request_id,
         })
+    }
+}
+
+impl HttpRuntime {
+    /// Installs a new route table (an RDS update); requests already routed keep the old one.
+    pub fn set_routes(&self, table: RouteTable) {
+        self.routes.store(Arc::new(table));
     }
 }
 

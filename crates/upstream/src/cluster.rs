@@ -205,6 +205,11 @@ impl Cluster {
         self.shared.hosts.ensure_resolved().await;
     }
 
+    /// EDS: replaces the cluster's hosts (see `HostSet::set_endpoints`).
+    pub fn set_endpoints(&self, addrs: Vec<SocketAddr>) {
+        self.shared.hosts.set_endpoints(addrs);
+    }
+
     /// The current members (for `/clusters`-style output).
     pub fn endpoints(&self) -> Vec<SocketAddr> {
         self.shared

@@ -1,4 +1,5 @@
-//! Endpoint discovery (static, STRICT_DNS, LOGICAL_DNS) and load balancing.
+//! Endpoint discovery (static, STRICT_DNS, LOGICAL_DNS, EDS) and load balancing. EDS hosts are
+//! whatever [`HostSet::set_endpoints`] last installed (none at first).
 //!
 //! DNS clusters resolve lazily: the first request resolves inline (on the
 //! worker's runtime, via `tokio::net::lookup_host`) and then starts one small
@@ -52,6 +53,12 @@ impl HostSet {
         stats: ClusterStats,
     ) -> Result<Self, UpstreamError> {
         let mut initial = Vec::new();
+        if discovery == Discovery::Eds && !names.is_empty() {
+            return Err(UpstreamError::Config {
+                cluster: cluster.to_owned(),
+                reason: "an EDS cluster starts without endpoints".into(),
+            });
+        }
         if discovery == Discovery::Static {
             for (h, p) in &names {
                 let ip: IpAddr = h
@@ -89,6 +96,15 @@ impl HostSet {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// EDS: replaces the hosts with `addrs` (duplicates dropped), keeping the counters of those
+    /// that stay; a change bumps the generation so per-worker pools drop connections to hosts
+    /// that left. Counts `update_attempt` and `update_success`.
+    pub(crate) fn set_endpoints(&self, addrs: Vec<SocketAddr>) {
+        self.stats.update_attempt.inc();
+        self.stats.update_success.inc();
+        self.install(addrs);
     }
 
     /// Replaces the membership, keeping the `Host` (and its counters) of
@@ -154,7 +170,7 @@ impl HostSet {
 
     /// Resolves DNS clusters on first use and starts their refresh thread.
     pub(crate) async fn ensure_resolved(self: &Arc<Self>) {
-        if self.discovery == Discovery::Static {
+        if matches!(self.discovery, Discovery::Static | Discovery::Eds) {
             return;
         }
         self.first
@@ -289,6 +305,43 @@ mod tests {
             stats,
         );
         assert!(matches!(r, Err(UpstreamError::Config { .. })));
+    }
+
+    #[test]
+    fn eds_starts_empty_and_takes_endpoints() {
+        let stats = ClusterStats::new(&quickshake_stats::Store::new(), "e");
+        let s = HostSet::new(
+            "e",
+            Discovery::Eds,
+            vec![],
+            Duration::from_secs(1),
+            stats.clone(),
+        )
+        .expect("set");
+        assert!(s.pick(LbPolicy::RoundRobin).is_none());
+        let g0 = s.generation();
+        let a: SocketAddr = "10.0.0.1:80".parse().expect("addr");
+        let b: SocketAddr = "10.0.0.2:80".parse().expect("addr");
+        s.set_endpoints(vec![a, b, a]);
+        assert_eq!(s.snapshot().len(), 2);
+        assert!(s.generation() > g0);
+        let g1 = s.generation();
+        s.set_endpoints(vec![a, b]);
+        assert_eq!(s.generation(), g1, "same hosts: no change");
+        s.set_endpoints(vec![b]);
+        assert!(s.generation() > g1);
+        assert_eq!(s.pick(LbPolicy::RoundRobin).map(|h| h.addr), Some(b));
+        s.set_endpoints(vec![]);
+        assert!(s.pick(LbPolicy::RoundRobin).is_none());
+        assert_eq!(stats.membership_total.value(), 0);
+        assert!(HostSet::new(
+            "e",
+            Discovery::Eds,
+            vec![("10.0.0.1".into(), 80)],
+            Duration::from_secs(1),
+            ClusterStats::new(&quickshake_stats::Store::new(), "e2"),
+        )
+        .is_err());
     }
 
     #[test]

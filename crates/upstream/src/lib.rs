@@ -1,5 +1,6 @@
 //! `quickshake-upstream` owns upstream clusters: endpoint discovery (static,
-//! STRICT_DNS, LOGICAL_DNS), load balancing (round robin, least request),
+//! STRICT_DNS, LOGICAL_DNS; EDS clusters take their hosts from
+//! [`Cluster::set_endpoints`], which the caller feeds), load balancing (round robin, least request),
 //! per-worker connection pools (HTTP/1.1 keep-alive, one shared HTTP/2
 //! connection per endpoint), circuit breakers, the TCP connect and its timeout,
 //! and cluster stats under Envoy's names (`cluster.<name>.upstream_rq_200`, ...).

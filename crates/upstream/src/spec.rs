@@ -50,6 +50,10 @@ pub enum Discovery {
     StrictDns,
     /// `LOGICAL_DNS`: only the first address of each endpoint name is a host.
     LogicalDns,
+    /// `EDS`: no hosts until [`crate::Cluster::set_endpoints`] gives them (requests meanwhile
+    /// fail with [`crate::UpstreamError::NoHealthyEndpoint`], Envoy's 503 `UH`); `endpoints`
+    /// of the spec must be empty.
+    Eds,
 }
 
 /// Load balancing policy (Envoy's `lb_policy`).

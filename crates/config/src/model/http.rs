@@ -1,0 +1,154 @@
+//! The HTTP connection manager: codec, routes, HTTP filters, path normalization, access logs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{HeaderMatcher, RouteSource};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CodecType {
+    Auto,
+    Http1,
+    Http2,
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpConnectionManager {
+    pub path: String,
+    pub stat_prefix: String,
+    pub codec_type: CodecType,
+    /// `route_config` or `rds`.
+    pub routes: RouteSource,
+    /// `http_filters[]` before the router (which is last and not listed), in order.
+    pub http_filters: Vec<HttpFilter>,
+    /// `normalize_path`, `merge_slashes`, `path_with_escaped_slashes_action`.
+    pub path_normalization: PathNormalization,
+    /// `common_http_protocol_options.idle_timeout`.
+    pub idle_timeout: Option<Duration>,
+    /// `max_request_headers_kb` (Envoy default 60).
+    pub max_request_headers_kb: u32,
+    pub access_logs: Vec<AccessLog>,
+    /// `server_name` header value (Envoy default "envoy"; ours "quickshake").
+    pub server_name: Option<String>,
+    /// `upgrade_configs[].upgrade_type` of the enabled entries, as written (e.g. `websocket`);
+    /// Envoy matches them against the `Upgrade` header case-insensitively.
+    pub upgrade_types: Vec<String>,
+    /// `use_remote_address` (default false).
+    pub use_remote_address: bool,
+    /// `xff_num_trusted_hops` (default 0).
+    pub xff_num_trusted_hops: u32,
+    /// `generate_request_id` (default true).
+    pub generate_request_id: bool,
+}
+
+impl HttpConnectionManager {
+    /// The inline route configuration's virtual hosts (none with RDS).
+    pub fn virtual_hosts(&self) -> &[super::VirtualHost] {
+        self.routes
+            .static_config()
+            .map_or(&[], |rc| rc.virtual_hosts.as_slice())
+    }
+}
+
+/// How the request path is transformed before routing (and forwarded so), as Envoy does it:
+/// escaped slashes first, then RFC 3986 normalization, then slash merging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PathNormalization {
+    /// `normalize_path` (default false): RFC 3986 normalization (dot segments removed,
+    /// percent-encoded unreserved characters decoded, `\` as `/`).
+    pub normalize_path: bool,
+    /// `merge_slashes` (default false): runs of `/` become one.
+    pub merge_slashes: bool,
+    pub escaped_slashes: EscapedSlashesAction,
+}
+
+/// `path_with_escaped_slashes_action` (`%2F`, `%2f`, `%5C`, `%5c` in the path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EscapedSlashesAction {
+    /// `KEEP_UNCHANGED` and `IMPLEMENTATION_SPECIFIC_DEFAULT` (Envoy's default keeps them).
+    #[default]
+    KeepUnchanged,
+    /// `REJECT_REQUEST`: answer 400.
+    RejectRequest,
+    /// `UNESCAPE_AND_REDIRECT`: answer a redirect to the unescaped (and normalized) path.
+    UnescapeAndRedirect,
+    /// `UNESCAPE_AND_FORWARD`: unescape and carry on.
+    UnescapeAndForward,
+}
+
+/// An HTTP filter other than the router.
+#[derive(Debug, Clone)]
+pub enum HttpFilter {
+    /// `envoy.filters.http.health_check`.
+    HealthCheck(HealthCheckFilter),
+    /// `envoy.filters.http.compressor`.
+    Compressor(CompressorFilter),
+}
+
+/// `envoy.extensions.filters.http.health_check.v3.HealthCheck`.
+#[derive(Debug, Clone)]
+pub struct HealthCheckFilter {
+    /// `pass_through_mode` (required by Envoy): true forwards health checks to the routes.
+    /// quickshake has no upstream health to cache, so pass-through requests are simply routed.
+    pub pass_through_mode: bool,
+    /// `headers`: a request is a health check when every one matches.
+    pub headers: Vec<HeaderMatcher>,
+    /// `cache_time` (accepted; only meaningful with pass-through).
+    pub cache_time: Option<Duration>,
+}
+
+/// `envoy.extensions.filters.http.compressor.v3.Compressor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompressorFilter {
+    pub library: CompressionLibrary,
+    /// `response_direction_config.common_config.min_content_length` (default 30 bytes).
+    pub min_content_length: u64,
+    /// `response_direction_config.common_config.content_type`: media types (parameters
+    /// dropped, lowercased) that are compressed; Envoy's default list when empty.
+    pub content_types: Vec<String>,
+    /// `response_direction_config.disable_on_etag_header` (default false).
+    pub disable_on_etag_header: bool,
+    /// `response_direction_config.remove_accept_encoding_header` (default false): drop the
+    /// request's `Accept-Encoding` before it goes upstream.
+    pub remove_accept_encoding_header: bool,
+}
+
+/// `compressor_library.typed_config`: the encoding and its level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompressionLibrary {
+    /// `envoy.compression.gzip.compressor` (`compression_level`, default best speed... as Envoy:
+    /// DEFAULT_COMPRESSION = zlib level 6).
+    Gzip { level: u32 },
+    /// `envoy.compression.brotli.compressor` (`quality`, default 3).
+    Brotli { quality: u32 },
+    /// `envoy.compression.zstd.compressor` (`compression_level`, default 3).
+    Zstd { level: i32 },
+}
+
+impl CompressionLibrary {
+    /// The `Content-Encoding` token.
+    pub fn encoding(&self) -> &'static str {
+        match self {
+            CompressionLibrary::Gzip { .. } => "gzip",
+            CompressionLibrary::Brotli { .. } => "br",
+            CompressionLibrary::Zstd { .. } => "zstd",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AccessLog {
+    pub sink: AccessLogSink,
+    /// `log_format.text_format_source.inline_string` / `text_format`; `None` = Envoy's default format.
+    pub format: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessLogSink {
+    /// `envoy.access_loggers.file` with `path`.
+    File(PathBuf),
+    /// `envoy.access_loggers.stdout`.
+    Stdout,
+    /// `envoy.access_loggers.stderr`.
+    Stderr,
+}

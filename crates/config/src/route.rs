@@ -1,0 +1,416 @@
+//! Route configuration (`RouteConfiguration`, inline as an HCM's `route_config` or alone as an
+//! RDS resource): virtual hosts, route matching and the route actions (direct response, route to
+//! a cluster with timeout / prefix rewrite / retries, redirect).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::cluster::{cluster_ref, ClusterNames};
+use crate::duration::duration;
+use crate::matcher::header_matcher;
+use crate::model::{
+    HeaderMatcher, Redirect, RetryPolicy, Route, RouteAction, RouteConfig, RouteMatch, RouteTarget,
+    VirtualHost,
+};
+use crate::walk::{Node, Result};
+
+/// Envoy's default route timeout.
+const DEFAULT_ROUTE_TIMEOUT: Duration = Duration::from_secs(15);
+/// The `retry_on` conditions for HTTP that Envoy knows.
+const RETRY_ON: &[&str] = &[
+    "5xx",
+    "gateway-error",
+    "reset",
+    "reset-before-request",
+    "connect-failure",
+    "envoy-ratelimited",
+    "retriable-4xx",
+    "refused-stream",
+    "retriable-status-codes",
+    "retriable-headers",
+    "http3-post-connect-failure",
+];
+/// gRPC `retry_on` conditions (not implemented).
+const GRPC_RETRY_ON: &[&str] = &[
+    "cancelled",
+    "deadline-exceeded",
+    "internal",
+    "resource-exhausted",
+    "unavailable",
+];
+
+/// A `RouteConfiguration`. `clusters` is checked against the route targets when
+/// `validate_clusters` (default `validate_default`: true inline, false for RDS) is set; `None`
+/// (no cluster list known) checks nothing.
+pub(crate) fn route_config(
+    node: &Node<'_>,
+    clusters: Option<&ClusterNames>,
+    validate_default: bool,
+) -> Result<RouteConfig> {
+    let o = node.obj_with(
+        &["name", "virtual_hosts", "validate_clusters"],
+        &[
+            "vhds",
+            "internal_only_headers",
+            "response_headers_to_add",
+            "response_headers_to_remove",
+            "request_headers_to_add",
+            "request_headers_to_remove",
+            "most_specific_header_mutations_wins",
+            "max_direct_response_body_size_bytes",
+            "cluster_specifier_plugins",
+            "request_mirror_policies",
+            "ignore_port_in_host_matching",
+            "ignore_path_parameters_in_path_matching",
+            "typed_per_filter_config",
+            "metadata",
+        ],
+    )?;
+    let name = o.opt_str("name")?.unwrap_or_default().to_owned();
+    let validate_clusters = o.opt_bool("validate_clusters")?.unwrap_or(validate_default);
+    let clusters = clusters.filter(|_| validate_clusters);
+    let mut hosts = Vec::new();
+    // lowercased domain -> path of the virtual host that has it
+    let mut domains: HashMap<String, String> = HashMap::new();
+    for v in o.items("virtual_hosts") {
+        let host = virtual_host(&v, clusters)?;
+        let dn = v.path.clone() + ".domains";
+        for (i, d) in host.domains.iter().enumerate() {
+            if let Some(first) = domains.insert(d.to_ascii_lowercase(), v.path.clone()) {
+                return Err(crate::ConfigError::invalid(
+                    format!("{dn}[{i}]"),
+                    format!("domain \"{d}\" is also used by {first}"),
+                ));
+            }
+        }
+        hosts.push(host);
+    }
+    Ok(RouteConfig {
+        name,
+        virtual_hosts: hosts,
+        validate_clusters,
+    })
+}
+
+fn virtual_host(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<VirtualHost> {
+    let o = node.obj_with(
+        &["name", "domains", "routes"],
+        &[
+            "matcher",
+            "require_tls",
+            "virtual_clusters",
+            "rate_limits",
+            "request_headers_to_add",
+            "request_headers_to_remove",
+            "response_headers_to_add",
+            "response_headers_to_remove",
+            "cors",
+            "typed_per_filter_config",
+            "include_request_attempt_count",
+            "include_attempt_count_in_response",
+            "retry_policy",
+            "retry_policy_typed_config",
+            "hedge_policy",
+            "include_is_timeout_retry_header",
+            "per_request_buffer_limit_bytes",
+            "request_mirror_policies",
+            "metadata",
+        ],
+    )?;
+    let name = o.req("name")?.non_empty_str()?.to_owned();
+    let domains_node = o.req("domains")?;
+    let domains = domains_node.str_list()?;
+    if domains.is_empty() {
+        return Err(domains_node.err("at least one domain is required"));
+    }
+    let mut routes = Vec::new();
+    for r in o.items("routes") {
+        routes.push(route(&r, clusters)?);
+    }
+    Ok(VirtualHost {
+        name,
+        domains,
+        routes,
+    })
+}
+
+fn route(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Route> {
+    const ACTIONS: [&str; 3] = ["direct_response", "route", "redirect"];
+    let o = node.obj_with(
+        &["name", "match", "direct_response", "route", "redirect"],
+        &[
+            "filter_action",
+            "non_forwarding_action",
+            "metadata",
+            "decorator",
+            "typed_per_filter_config",
+            "request_headers_to_add",
+            "request_headers_to_remove",
+            "response_headers_to_add",
+            "response_headers_to_remove",
+            "tracing",
+            "per_request_buffer_limit_bytes",
+            "stat_prefix",
+        ],
+    )?;
+    o.opt_str("name")?;
+    let (matcher, case_sensitive, headers) = route_match(&o.req("match")?)?;
+    let action = match o.present(&ACTIONS).as_slice() {
+        ["direct_response"] => direct_response(&o.req("direct_response")?)?,
+        ["route"] => RouteAction::Route(route_target(&o.req("route")?, clusters)?),
+        ["redirect"] => RouteAction::Redirect(redirect(&o.req("redirect")?)?),
+        [] => return Err(node.err("needs one of direct_response, route, redirect")),
+        many => {
+            return Err(node.err(format!(
+                "only one of direct_response, route, redirect may be set (got {})",
+                many.join(", ")
+            )))
+        }
+    };
+    Ok(Route {
+        matcher,
+        case_sensitive,
+        headers,
+        action,
+    })
+}
+
+/// `match`: the path matcher, `case_sensitive` and `headers`.
+fn route_match(node: &Node<'_>) -> Result<(RouteMatch, bool, Vec<HeaderMatcher>)> {
+    const KINDS: [&str; 2] = ["prefix", "path"];
+    let o = node.obj_with(
+        &["prefix", "path", "case_sensitive", "headers"],
+        &[
+            "safe_regex",
+            "connect_matcher",
+            "path_separated_prefix",
+            "path_match_policy",
+            "runtime_fraction",
+            "query_parameters",
+            "grpc",
+            "tls_context",
+            "dynamic_metadata",
+            "filter_state",
+            "cookies",
+        ],
+    )?;
+    let matcher = match o.present(&KINDS).as_slice() {
+        ["prefix"] => RouteMatch::Prefix(o.req("prefix")?.as_str()?.to_owned()),
+        ["path"] => {
+            let p = o.req("path")?;
+            RouteMatch::Path(p.non_empty_str()?.to_owned())
+        }
+        [] => return Err(node.err("needs prefix or path")),
+        _ => return Err(node.err("only one of prefix, path may be set")),
+    };
+    let case_sensitive = o.opt_bool("case_sensitive")?.unwrap_or(true);
+    let headers = o
+        .items("headers")
+        .iter()
+        .map(header_matcher)
+        .collect::<Result<Vec<_>>>()?;
+    Ok((matcher, case_sensitive, headers))
+}
+
+fn direct_response(node: &Node<'_>) -> Result<RouteAction> {
+    let o = node.obj(&["status", "body"])?;
+    let status_node = o.req("status")?;
+    let status = u16::try_from(status_node.as_u64_in(100, 599)?)
+        .map_err(|_| status_node.err("out of range"))?;
+    let body = match o.get("body") {
+        None => None,
+        Some(b) => {
+            let bo = b.obj_with(
+                &["inline_string"],
+                &["filename", "inline_bytes", "environment_variable"],
+            )?;
+            Some(bo.req("inline_string")?.as_str()?.to_owned())
+        }
+    };
+    Ok(RouteAction::DirectResponse { status, body })
+}
+
+/// A route's `route` action.
+fn route_target(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<RouteTarget> {
+    let o = node.obj_with(
+        &["cluster", "timeout", "prefix_rewrite", "retry_policy"],
+        &[
+            "cluster_header",
+            "weighted_clusters",
+            "cluster_specifier_plugin",
+            "inline_cluster_specifier_plugin",
+            "cluster_not_found_response_code",
+            "metadata_match",
+            "regex_rewrite",
+            "path_rewrite_policy",
+            "host_rewrite_literal",
+            "host_rewrite_header",
+            "auto_host_rewrite",
+            "host_rewrite_path_regex",
+            "append_x_forwarded_host",
+            "idle_timeout",
+            "early_data_policy",
+            "retry_policy_typed_config",
+            "request_mirror_policies",
+            "priority",
+            "rate_limits",
+            "include_vh_rate_limits",
+            "hash_policy",
+            "cors",
+            "max_grpc_timeout",
+            "grpc_timeout_offset",
+            "upgrade_configs",
+            "internal_redirect_policy",
+            "internal_redirect_action",
+            "max_internal_redirects",
+            "hedge_policy",
+            "max_stream_duration",
+        ],
+    )?;
+    let c = o.req("cluster")?;
+    let cluster = match clusters {
+        Some(names) => cluster_ref(&c, names)?,
+        None => c.non_empty_str()?.to_owned(),
+    };
+    let timeout = match o.get("timeout") {
+        Some(t) => Some(duration(&t)?).filter(|d| !d.is_zero()),
+        None => Some(DEFAULT_ROUTE_TIMEOUT),
+    };
+    let prefix_rewrite = o.opt_str("prefix_rewrite")?.map(str::to_owned);
+    let retry_policy = o
+        .get("retry_policy")
+        .map(|r| retry_policy(&r))
+        .transpose()?;
+    Ok(RouteTarget {
+        cluster,
+        timeout,
+        prefix_rewrite,
+        retry_policy,
+    })
+}
+
+fn retry_policy(node: &Node<'_>) -> Result<RetryPolicy> {
+    let o = node.obj_with(
+        &[
+            "retry_on",
+            "num_retries",
+            "per_try_timeout",
+            "retriable_status_codes",
+        ],
+        &[
+            "per_try_idle_timeout",
+            "retry_priority",
+            "retry_host_predicate",
+            "retry_options_predicates",
+            "host_selection_retry_max_attempts",
+            "retry_back_off",
+            "rate_limited_retry_back_off",
+            "retriable_headers",
+            "retriable_request_headers",
+        ],
+    )?;
+    let mut retry_on = Vec::new();
+    if let Some(r) = o.get("retry_on") {
+        for cond in r.as_str()?.split(',').map(str::trim) {
+            if cond.is_empty() {
+                continue;
+            }
+            if GRPC_RETRY_ON.contains(&cond) {
+                return Err(r.unsupported(Some("gRPC retry conditions")));
+            }
+            if !RETRY_ON.contains(&cond) {
+                return Err(r.err(format!(
+                    "unknown retry condition \"{cond}\" (known: {})",
+                    RETRY_ON.join(", ")
+                )));
+            }
+            if !retry_on.iter().any(|c| c == cond) {
+                retry_on.push(cond.to_owned());
+            }
+        }
+    }
+    let num_retries = match o.get("num_retries") {
+        Some(n) => n.as_u64_in(0, u64::from(u32::MAX))? as u32,
+        None => 1,
+    };
+    let per_try_timeout = o
+        .get("per_try_timeout")
+        .map(|d| duration(&d))
+        .transpose()?
+        .filter(|d| !d.is_zero());
+    let mut retriable_status_codes = Vec::new();
+    for c in o.items("retriable_status_codes") {
+        retriable_status_codes.push(c.as_u64_in(100, 599)? as u16);
+    }
+    Ok(RetryPolicy {
+        retry_on,
+        num_retries,
+        per_try_timeout,
+        retriable_status_codes,
+    })
+}
+
+fn redirect(node: &Node<'_>) -> Result<Redirect> {
+    let o = node.obj_with(
+        &[
+            "https_redirect",
+            "host_redirect",
+            "path_redirect",
+            "response_code",
+        ],
+        &[
+            "scheme_redirect",
+            "port_redirect",
+            "prefix_rewrite",
+            "regex_rewrite",
+            "strip_query",
+        ],
+    )?;
+    let header_value = |key: &str| -> Result<Option<String>> {
+        let Some(n) = o.get(key) else { return Ok(None) };
+        let s = n.non_empty_str()?;
+        if s.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+            return Err(n.err(format!("invalid value \"{}\"", s.escape_debug())));
+        }
+        Ok(Some(s.to_owned()))
+    };
+    let host_redirect = header_value("host_redirect")?;
+    let path_redirect = header_value("path_redirect")?;
+    let response_code = match o.get("response_code") {
+        None => 301,
+        Some(c) => {
+            let code = match &c.v {
+                serde_json::Value::String(s) => match s.as_str() {
+                    "MOVED_PERMANENTLY" => Some(301),
+                    "FOUND" => Some(302),
+                    "SEE_OTHER" => Some(303),
+                    "TEMPORARY_REDIRECT" => Some(307),
+                    "PERMANENT_REDIRECT" => Some(308),
+                    _ => None,
+                },
+                // Protobuf JSON also writes enums as their numbers.
+                serde_json::Value::Number(n) => match n.as_u64() {
+                    Some(0) => Some(301),
+                    Some(1) => Some(302),
+                    Some(2) => Some(303),
+                    Some(3) => Some(307),
+                    Some(4) => Some(308),
+                    _ => None,
+                },
+                _ => None,
+            };
+            code.ok_or_else(|| {
+                c.err(
+                    "expected MOVED_PERMANENTLY, FOUND, SEE_OTHER, TEMPORARY_REDIRECT or \
+                     PERMANENT_REDIRECT",
+                )
+            })?
+        }
+    };
+    Ok(Redirect {
+        https_redirect: o.bool_or_false("https_redirect")?,
+        host_redirect,
+        path_redirect,
+        response_code,
+    })
+}
