@@ -11,8 +11,10 @@ use std::time::Duration;
 
 mod http;
 mod route;
+mod xds;
 pub use http::*;
 pub use route::*;
+pub use xds::*;
 
 /// The whole bootstrap (`static_resources` + `admin` + `overload_manager`).
 #[derive(Debug, Clone, Default)]

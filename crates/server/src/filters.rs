@@ -206,7 +206,7 @@ fn compressible(c: &CompressorFilter, resp: &Response<Body>) -> bool {
             .unwrap_or("")
             .trim()
             .to_ascii_lowercase();
-        if !c.content_types.iter().any(|t| *t == media) {
+        if !c.content_types.contains(&media) {
             return false;
         }
     }

@@ -1,7 +1,9 @@
 //! The data path of the quickshake gateway: listeners and workers (`gateway`, `worker`, with
 //! the idle-class handshake hand-off in `handoff`), per-connection PROXY protocol, filter-chain
 //! selection by SNI and TLS handshakes (`connection`), HTTP/1.1 and HTTP/2 serving with Envoy's
-//! route table, direct responses and redirects (`http`, `http_runtime`, `routing`), forwarding
+//! route table (inline or installed by RDS through `HttpRuntime::set_routes`), direct responses
+//! and redirects (`http`, `http_runtime`, `routing`), Envoy's path normalization
+//! (`path_normalize`), the health-check and compressor HTTP filters (`filters`), forwarding
 //! to upstream clusters with retries and WebSocket upgrades (`proxy`, `upgrade`), `tcp_proxy`,
 //! access logs, certificate rotation (`reload`), configuration from a control plane applied
 //! while serving (`dynamic`, the xDS client's sink), connection limits and graceful drain.

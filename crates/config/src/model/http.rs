@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{HeaderMatcher, RouteSource};
+use super::route::{HeaderMatcher, RouteSource, VirtualHost};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CodecType {
@@ -43,7 +43,7 @@ pub struct HttpConnectionManager {
 
 impl HttpConnectionManager {
     /// The inline route configuration's virtual hosts (none with RDS).
-    pub fn virtual_hosts(&self) -> &[super::VirtualHost] {
+    pub fn virtual_hosts(&self) -> &[VirtualHost] {
         self.routes
             .static_config()
             .map_or(&[], |rc| rc.virtual_hosts.as_slice())

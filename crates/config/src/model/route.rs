@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::ConfigSource;
+use super::xds::ConfigSource;
 
 /// Where an HTTP connection manager's routes come from.
 #[derive(Debug, Clone)]

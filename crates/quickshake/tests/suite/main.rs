@@ -21,6 +21,7 @@ mod gateway_resumption;
 mod gateway_robustness;
 mod gateway_tls;
 mod handshake_priority;
+mod http_features;
 mod provider_batching;
 mod provider_engines;
 mod provider_faults;
