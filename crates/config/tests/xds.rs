@@ -74,7 +74,7 @@ fn gateway_shapes_parse() {
         } => {
             assert_eq!(route_config_name, "http-10080");
             assert_eq!(config_source.kind, ConfigSourceKind::Ads);
-            assert_eq!(config_source.initial_fetch_timeout, None);
+            assert_eq!(config_source.initial_fetch_deadline(), None, "0s waits for ever");
         }
         RouteSource::Static(_) => panic!("rds"),
     }
@@ -90,8 +90,9 @@ fn gateway_shapes_parse() {
         } => {
             assert_eq!(service_name, "local_cluster");
             assert_eq!(
-                config_source.initial_fetch_timeout,
-                Some(Duration::from_secs(15))
+                config_source.initial_fetch_deadline(),
+                Some(Duration::from_secs(15)),
+                "Envoy's default"
             );
         }
         other => panic!("{other:?}"),
@@ -186,18 +187,17 @@ fn inline_route_config_validates_clusters_unless_told_not_to() {
     let RouteSource::Rds { config_source, .. } = &h.routes else {
         panic!("rds")
     };
+    let ConfigSourceKind::Api(api) = &config_source.kind else {
+        panic!("api_config_source")
+    };
     assert_eq!(
-        config_source.kind,
-        ConfigSourceKind::Api(ApiConfigSource {
-            delta: true,
-            clusters: vec!["xds".into()],
-            set_node_on_first_message_only: false
-        })
+        (api.api_type, api.cluster_name.as_str(), api.set_node_on_first_message_only),
+        (XdsApiType::DeltaGrpc, "xds", false)
     );
     let e = parse_str(&base(&grpc.replace("DELTA_GRPC", "REST"))).unwrap_err();
     assert!(
         e.to_string()
-            .ends_with("api_config_source.api_type: not supported yet (only GRPC and DELTA_GRPC)"),
+            .ends_with("api_config_source.api_type: not supported yet (api_type GRPC or DELTA_GRPC)"),
         "{e}"
     );
 }
