@@ -59,7 +59,9 @@ impl ConfigError {
     /// the resource itself), for resources parsed on their own (RDS, CDS, EDS).
     pub(crate) fn rooted(self, root: &str) -> Self {
         let put = |path: String| {
-            if path.is_empty() {
+            if root.is_empty() {
+                path
+            } else if path.is_empty() {
                 root.to_owned()
             } else {
                 format!("{root}: {path}")

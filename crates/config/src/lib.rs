@@ -22,6 +22,7 @@ mod dump;
 mod duration;
 mod endpoint;
 mod error;
+mod header_mutation;
 mod http;
 mod http_filter;
 mod listener;

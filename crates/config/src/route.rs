@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::cluster::{cluster_ref, ClusterNames};
 use crate::duration::duration;
+use crate::header_mutation::{header_mutations, FIELDS};
 use crate::matcher::header_matcher;
 use crate::model::{
     HeaderMatcher, Redirect, RetryPolicy, Route, RouteAction, RouteConfig, RouteMatch, RouteTarget,
@@ -48,14 +49,18 @@ pub(crate) fn route_config(
     validate_default: bool,
 ) -> Result<RouteConfig> {
     let o = node.obj_with(
-        &["name", "virtual_hosts", "validate_clusters"],
+        &[
+            "name",
+            "virtual_hosts",
+            "validate_clusters",
+            FIELDS[0],
+            FIELDS[1],
+            FIELDS[2],
+            FIELDS[3],
+        ],
         &[
             "vhds",
             "internal_only_headers",
-            "response_headers_to_add",
-            "response_headers_to_remove",
-            "request_headers_to_add",
-            "request_headers_to_remove",
             "most_specific_header_mutations_wins",
             "max_direct_response_body_size_bytes",
             "cluster_specifier_plugins",
@@ -89,21 +94,20 @@ pub(crate) fn route_config(
         name,
         virtual_hosts: hosts,
         validate_clusters,
+        mutations: header_mutations(&o)?,
     })
 }
 
 fn virtual_host(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<VirtualHost> {
     let o = node.obj_with(
-        &["name", "domains", "routes"],
+        &[
+            "name", "domains", "routes", FIELDS[0], FIELDS[1], FIELDS[2], FIELDS[3],
+        ],
         &[
             "matcher",
             "require_tls",
             "virtual_clusters",
             "rate_limits",
-            "request_headers_to_add",
-            "request_headers_to_remove",
-            "response_headers_to_add",
-            "response_headers_to_remove",
             "cors",
             "typed_per_filter_config",
             "include_request_attempt_count",
@@ -131,23 +135,30 @@ fn virtual_host(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Virt
         name,
         domains,
         routes,
+        mutations: header_mutations(&o)?,
     })
 }
 
 fn route(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Route> {
     const ACTIONS: [&str; 3] = ["direct_response", "route", "redirect"];
     let o = node.obj_with(
-        &["name", "match", "direct_response", "route", "redirect"],
+        &[
+            "name",
+            "match",
+            "direct_response",
+            "route",
+            "redirect",
+            FIELDS[0],
+            FIELDS[1],
+            FIELDS[2],
+            FIELDS[3],
+        ],
         &[
             "filter_action",
             "non_forwarding_action",
             "metadata",
             "decorator",
             "typed_per_filter_config",
-            "request_headers_to_add",
-            "request_headers_to_remove",
-            "response_headers_to_add",
-            "response_headers_to_remove",
             "tracing",
             "per_request_buffer_limit_bytes",
             "stat_prefix",
@@ -172,6 +183,7 @@ fn route(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Route> {
         case_sensitive,
         headers,
         action,
+        mutations: header_mutations(&o)?,
     })
 }
 

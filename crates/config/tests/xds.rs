@@ -74,7 +74,11 @@ fn gateway_shapes_parse() {
         } => {
             assert_eq!(route_config_name, "http-10080");
             assert_eq!(config_source.kind, ConfigSourceKind::Ads);
-            assert_eq!(config_source.initial_fetch_deadline(), None, "0s waits for ever");
+            assert_eq!(
+                config_source.initial_fetch_deadline(),
+                None,
+                "0s waits for ever"
+            );
         }
         RouteSource::Static(_) => panic!("rds"),
     }
@@ -191,13 +195,18 @@ fn inline_route_config_validates_clusters_unless_told_not_to() {
         panic!("api_config_source")
     };
     assert_eq!(
-        (api.api_type, api.cluster_name.as_str(), api.set_node_on_first_message_only),
+        (
+            api.api_type,
+            api.cluster_name.as_str(),
+            api.set_node_on_first_message_only
+        ),
         (XdsApiType::DeltaGrpc, "xds", false)
     );
     let e = parse_str(&base(&grpc.replace("DELTA_GRPC", "REST"))).unwrap_err();
     assert!(
-        e.to_string()
-            .ends_with("api_config_source.api_type: not supported yet (api_type GRPC or DELTA_GRPC)"),
+        e.to_string().ends_with(
+            "api_config_source.api_type: not supported yet (api_type GRPC or DELTA_GRPC)"
+        ),
         "{e}"
     );
 }

@@ -11,13 +11,14 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
-use quickshake_config::{Redirect, RouteAction};
+use quickshake_config::{HeaderMutations, Redirect, RouteAction};
 
 use crate::access_log::LogRecord;
 use crate::body::{error_response, full, Body};
 use crate::filters::{
     choose_compressor, compress, health_check, health_check_response, HealthCheck,
 };
+use crate::header_mutation::{self, Side};
 use crate::http_runtime::{ConnInfo, HttpRuntime};
 use crate::path_normalize::{normalize, Normalized};
 use crate::proxy::{forward, Forwarded};
@@ -166,10 +167,20 @@ async fn route_request(
             headers: req.headers(),
         };
         let hc = health_check(&rt.http_filters, &view, failing);
-        let route = select_virtual_host(&table.config.virtual_hosts, authority)
-            .and_then(|vh| select_route(vh, &view));
+        let vh = select_virtual_host(&table.config.virtual_hosts, authority);
+        let route = vh.and_then(|vh| select_route(vh, &view).map(|r| (vh, r)));
         (hc, route)
     };
+    // Header mutations: route, virtual host, route configuration.
+    let levels: Vec<&HeaderMutations> = match route {
+        Some((vh, r)) => [&r.mutations, &vh.mutations, &table.config.mutations]
+            .into_iter()
+            .filter(|m| !m.is_empty())
+            .collect(),
+        None => Vec::new(),
+    };
+    let route = route.map(|(_, r)| r);
+    header_mutation::apply(req.headers_mut(), &levels, Side::Request);
     if let HealthCheck::Answer(status) = hc {
         return (health_check_response(status), Outcome::default());
     }
@@ -208,6 +219,8 @@ async fn route_request(
             direct(404, None)
         }
     };
+    let mut resp = resp;
+    header_mutation::apply(resp.headers_mut(), &levels, Side::Response);
     let resp = match compressor {
         Some((c, accepted)) => compress(c, accepted, resp),
         None => resp,

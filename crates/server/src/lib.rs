@@ -23,6 +23,7 @@ pub mod error;
 pub mod filters;
 pub mod gateway;
 pub mod handoff;
+pub mod header_mutation;
 pub mod http;
 pub mod http_runtime;
 pub mod listener;

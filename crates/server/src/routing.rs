@@ -128,6 +128,7 @@ mod tests {
             name: name.into(),
             domains: domains.iter().map(|d| d.to_string()).collect(),
             routes,
+            mutations: Default::default(),
         }
     }
     fn direct(m: RouteMatch, status: u16) -> Route {
@@ -136,6 +137,7 @@ mod tests {
             case_sensitive: true,
             headers: Vec::new(),
             action: RouteAction::DirectResponse { status, body: None },
+            mutations: Default::default(),
         }
     }
 

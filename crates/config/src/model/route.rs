@@ -41,6 +41,46 @@ pub struct RouteConfig {
     /// false, routes may name clusters that do not exist (yet): such a route answers 503 with the
     /// `NC` response flag.
     pub validate_clusters: bool,
+    /// The route configuration's header mutations (applied after the virtual host's).
+    pub mutations: HeaderMutations,
+}
+
+/// One level's `request_headers_to_add` / `_to_remove` and `response_headers_to_add` /
+/// `_to_remove`. Names are lower case.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeaderMutations {
+    pub request_add: Vec<HeaderAdd>,
+    pub request_remove: Vec<String>,
+    pub response_add: Vec<HeaderAdd>,
+    pub response_remove: Vec<String>,
+}
+
+impl HeaderMutations {
+    pub fn is_empty(&self) -> bool {
+        self.request_add.is_empty()
+            && self.request_remove.is_empty()
+            && self.response_add.is_empty()
+            && self.response_remove.is_empty()
+    }
+}
+
+/// Envoy's `HeaderValueOption` with a literal value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderAdd {
+    pub name: String,
+    pub value: String,
+    pub action: AppendAction,
+    /// `keep_empty_value`: an empty value is added rather than skipped.
+    pub keep_empty_value: bool,
+}
+
+/// `append_action` (or the older `append`: true appends, false overwrites).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendAction {
+    AppendIfExistsOrAdd,
+    AddIfAbsent,
+    OverwriteIfExistsOrAdd,
+    OverwriteIfExists,
 }
 
 #[derive(Debug, Clone)]
@@ -49,6 +89,7 @@ pub struct VirtualHost {
     /// `*`, exact, `*.suffix`, `prefix*`; matched case-insensitively, port-stripped.
     pub domains: Vec<String>,
     pub routes: Vec<Route>,
+    pub mutations: HeaderMutations,
 }
 
 #[derive(Debug, Clone)]
@@ -60,6 +101,7 @@ pub struct Route {
     /// `match.headers`: every one must match.
     pub headers: Vec<HeaderMatcher>,
     pub action: RouteAction,
+    pub mutations: HeaderMutations,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

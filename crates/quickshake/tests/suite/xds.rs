@@ -400,13 +400,11 @@ macro_rules! per_plane {
                 super::$scenario(Plane::Envoy, Mode::Delta);
             }
             #[test]
-            #[ignore = "needs quickshake's xDS client (issue 14)"]
             fn quickshake_sotw() {
                 let _lock = support::$lock();
                 super::$scenario(Plane::Quickshake, Mode::Sotw);
             }
             #[test]
-            #[ignore = "needs quickshake's xDS client (issue 14)"]
             fn quickshake_delta() {
                 let _lock = support::$lock();
                 super::$scenario(Plane::Quickshake, Mode::Delta);
@@ -434,13 +432,11 @@ per_plane!(control_plane_restart, shared);
 mod istiod_cryptomb {
     use super::*;
     #[test]
-    #[ignore = "needs quickshake's xDS client (issue 14)"]
     fn quickshake_sotw() {
         let _lock = support::shared();
         istiod_cryptomb_secret_serves(Plane::Quickshake, Mode::Sotw);
     }
     #[test]
-    #[ignore = "needs quickshake's xDS client (issue 14)"]
     fn quickshake_delta() {
         let _lock = support::shared();
         istiod_cryptomb_secret_serves(Plane::Quickshake, Mode::Delta);
