@@ -94,12 +94,13 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
             "eds_cluster_config",
             "load_balancing_policy",
             "alt_stat_name",
+            "max_requests_per_connection",
+            "upstream_connection_options",
         ],
         &[
             "cluster_type",
             "per_connection_buffer_limit_bytes",
             "health_checks",
-            "max_requests_per_connection",
             "upstream_http_protocol_options",
             "common_http_protocol_options",
             "http_protocol_options",
@@ -124,7 +125,6 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
             "common_lb_config",
             "metadata",
             "protocol_selection",
-            "upstream_connection_options",
             "close_connections_on_host_health_failure",
             "ignore_health_on_host_removal",
             "filters",
@@ -208,6 +208,29 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
         None => lb_policy,
     };
     let (endpoints, pipe) = endpoints(node, &o, &discovery)?;
+    // Istio sets these on its xDS and SDS clusters to pilot-agent, which carry one long-lived
+    // gRPC stream each (the xDS client's, not the request path's): accepted there only.
+    for key in ["max_requests_per_connection", "upstream_connection_options"] {
+        if let Some(n) = o.get(key) {
+            if pipe.is_none() {
+                return Err(n.unsupported(Some("only on a pipe (unix socket) cluster")));
+            }
+            if key == "max_requests_per_connection" {
+                n.as_u64_in(1, u64::from(u32::MAX))?;
+            } else {
+                let uo = n.obj_with(
+                    &["tcp_keepalive"],
+                    &[
+                        "set_local_interface_name_on_upstream_connections",
+                        "happy_eyeballs_config",
+                    ],
+                )?;
+                if let Some(k) = uo.get("tcp_keepalive") {
+                    k.obj(&["keepalive_probes", "keepalive_time", "keepalive_interval"])?;
+                }
+            }
+        }
+    }
     let circuit_breakers = match o.get("circuit_breakers") {
         Some(cb) => circuit_breakers(&cb)?,
         None => CircuitBreakers::default(),

@@ -30,7 +30,7 @@ mod matcher;
 mod merge;
 pub mod model;
 mod sds;
-pub use sds::{load_sds_tls_certificate, secret_resource, SecretKind};
+pub use sds::{load_sds_tls_certificate, load_sds_trusted_ca, secret_resource, SecretKind};
 mod route;
 mod source;
 mod tls;

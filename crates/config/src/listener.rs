@@ -32,6 +32,8 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
             "per_connection_buffer_limit_bytes",
             "traffic_direction",
             "stat_prefix",
+            "ignore_global_conn_limit",
+            "bypass_overload_manager",
         ],
         &[
             "additional_addresses",
@@ -58,8 +60,6 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
             "bind_to_port",
             "internal_listener",
             "enable_mptcp",
-            "ignore_global_conn_limit",
-            "bypass_overload_manager",
         ],
     )?;
     let name = match o.get("name") {
@@ -135,6 +135,8 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
         filter_chains: chains,
         per_connection_buffer_limit_bytes,
         proxy_protocol,
+        ignore_global_conn_limit: o.bool_or_false("ignore_global_conn_limit")?
+            || o.bool_or_false("bypass_overload_manager")?,
     })
 }
 

@@ -116,6 +116,11 @@ pub struct Listener {
     /// `listener_filters[]` has `envoy.filters.listener.proxy_protocol`: every connection starts
     /// with a PROXY protocol (v1 or v2) header, which gives the client address.
     pub proxy_protocol: bool,
+    /// `ignore_global_conn_limit` or `bypass_overload_manager` (quickshake's only overload
+    /// action is the global connection limit): this listener's connections are not limited by,
+    /// and do not count toward, `max_active_downstream_connections`, as Istio's and Envoy
+    /// Gateway's admin-side listeners (stats, readiness) need.
+    pub ignore_global_conn_limit: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -380,6 +385,13 @@ pub struct UpstreamTls {
     pub alpn_protocols: Vec<String>,
     /// `common_tls_context.tls_certificates[0]` (at most one): the client certificate.
     pub client_certificate: Option<TlsCertificate>,
+    /// `common_tls_context.tls_certificate_sds_secret_configs[0]` from a file (instead of
+    /// `tls_certificates`), as Envoy Gateway renders its xDS cluster; read when the cluster is
+    /// built ([`crate::load_sds_tls_certificate`]).
+    pub client_certificate_sds: Option<SdsSecretRef>,
+    /// `common_tls_context.validation_context_sds_secret_config` from a file
+    /// ([`crate::load_sds_trusted_ca`]).
+    pub trusted_ca_sds: Option<SdsSecretRef>,
 }
 
 /// The protocol spoken to a cluster's endpoints.

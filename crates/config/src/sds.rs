@@ -46,6 +46,7 @@ pub enum SecretKind {
 pub fn secret_resource(v: &Value, path: &str) -> Result<(String, SecretKind)> {
     let node = Node::new(v, path);
     let allowed = ["@type", "name", "tls_certificate", "validation_context"];
+    // A secret file's resources carry `@type`; one from xDS may not.
     let unsupported = ["session_ticket_keys", "generic_secret"];
     let so = if v.get("@type").is_some() {
         node.typed(SECRET_TYPE, &allowed[1..], &unsupported)?
@@ -64,9 +65,40 @@ pub fn secret_resource(v: &Value, path: &str) -> Result<(String, SecretKind)> {
     Ok((name, kind))
 }
 
+/// Read an SDS secret file and return the named secret's `validation_context.trusted_ca`.
+pub fn load_sds_trusted_ca(r: &SdsSecretRef) -> Result<DataSource> {
+    match load_sds_secret(r)? {
+        (SecretKind::ValidationContext(ca), _) => Ok(ca),
+        (SecretKind::TlsCertificate(_), origin) => Err(ConfigError::Invalid {
+            path: r.path.clone(),
+            message: format!(
+                "secret '{}' in {origin} is a tls_certificate, not a validation_context",
+                r.name
+            ),
+        }),
+    }
+}
+
 /// Read an SDS secret file and build the named secret's `tls_certificate`. Errors name the
 /// secret file and the field inside it.
 pub fn load_sds_tls_certificate(r: &SdsSecretRef) -> Result<TlsCertificate> {
+    match load_sds_secret(r)? {
+        (SecretKind::TlsCertificate(mut cert), origin) => {
+            cert.path = format!("{} (secret '{}' in {})", r.path, r.name, origin);
+            Ok(cert)
+        }
+        (SecretKind::ValidationContext(_), origin) => Err(ConfigError::Invalid {
+            path: r.path.clone(),
+            message: format!(
+                "secret '{}' in {origin} is a validation_context, not a tls_certificate",
+                r.name
+            ),
+        }),
+    }
+}
+
+/// The named secret of an SDS file, and the file's name.
+fn load_sds_secret(r: &SdsSecretRef) -> Result<(SecretKind, String)> {
     let Some(file) = r.file() else {
         return Err(ConfigError::Invalid {
             path: format!("{}.sds_config", r.path),
@@ -88,19 +120,8 @@ pub fn load_sds_tls_certificate(r: &SdsSecretRef) -> Result<TlsCertificate> {
         if name != r.name {
             continue;
         }
-        let so = res.typed(
-            SECRET_TYPE,
-            &["name", "tls_certificate"],
-            &[
-                "session_ticket_keys",
-                "validation_context",
-                "generic_secret",
-            ],
-        )?;
-        let tc = so.req("tls_certificate")?;
-        let mut cert = tls_certificate(&tc)?;
-        cert.path = format!("{} (secret '{}' in {})", r.path, r.name, origin);
-        return Ok(cert);
+        let (_, kind) = secret_resource(res.v, &res.path)?;
+        return Ok((kind, origin));
     }
     Err(ConfigError::Invalid {
         path: r.path.clone(),

@@ -250,6 +250,46 @@ fn validation_context(node: &Node<'_>) -> Result<Option<DataSource>> {
     o.get("trusted_ca").map(|t| data_source(&t)).transpose()
 }
 
+/// An upstream SDS reference: from a file only (an upstream context is built once, when the
+/// cluster is).
+fn file_sds(node: &Node<'_>) -> Result<SdsSecretRef> {
+    let r = sds_secret_ref(node)?;
+    if r.file().is_none() {
+        return Err(Node::new(node.v, format!("{}.sds_config", node.path))
+            .unsupported(Some("an upstream secret from a file (path_config_source)")));
+    }
+    Ok(r)
+}
+
+/// An upstream `tls_params`: quickshake's client uses BoringSSL's defaults (TLS 1.2 to 1.3, its
+/// cipher suites and curves), so only settings that ask for those are accepted.
+fn upstream_tls_params(node: &Node<'_>) -> Result<()> {
+    let p = tls_params(node)?;
+    let o = node.obj_with(
+        &[
+            "tls_minimum_protocol_version",
+            "tls_maximum_protocol_version",
+        ],
+        &[
+            "cipher_suites",
+            "ecdh_curves",
+            "signature_algorithms",
+            "compliance_policies",
+        ],
+    )?;
+    if p.max_version.is_some_and(|v| v != TlsVersion::Tls1_3) {
+        return Err(o
+            .req("tls_maximum_protocol_version")?
+            .unsupported(Some("an upstream maximum other than TLSv1_3")));
+    }
+    if p.min_version.is_some_and(|v| v > TlsVersion::Tls1_2) {
+        return Err(o
+            .req("tls_minimum_protocol_version")?
+            .unsupported(Some("an upstream minimum above TLSv1_2")));
+    }
+    Ok(())
+}
+
 /// A `Secret`'s `validation_context`, which must hold `trusted_ca`.
 pub(crate) fn validation_context_ca(node: &Node<'_>) -> Result<DataSource> {
     match validation_context(node)? {
@@ -286,24 +326,51 @@ pub(crate) fn upstream_tls_context(node: &Node<'_>) -> Result<UpstreamTls> {
         trusted_ca: None,
         alpn_protocols: Vec::new(),
         client_certificate: None,
+        client_certificate_sds: None,
+        trusted_ca_sds: None,
     };
     let Some(ctx) = o.get("common_tls_context") else {
         return Ok(tls);
     };
+    let not_here: Vec<&str> = COMMON_TLS_NOT_SUPPORTED
+        .iter()
+        .copied()
+        .filter(|k| *k != "validation_context_sds_secret_config")
+        .collect();
     let co = ctx.obj_with(
-        &["tls_certificates", "alpn_protocols", "validation_context"],
         &[
-            COMMON_TLS_NOT_SUPPORTED,
-            &["tls_params", "tls_certificate_sds_secret_configs"],
-        ]
-        .concat(),
+            "tls_certificates",
+            "alpn_protocols",
+            "validation_context",
+            "tls_params",
+            "tls_certificate_sds_secret_configs",
+            "validation_context_sds_secret_config",
+        ],
+        &not_here,
     )?;
+    if let Some(p) = co.get("tls_params") {
+        upstream_tls_params(&p)?;
+    }
     let certs = co.items("tls_certificates");
-    if certs.len() > 1 {
-        return Err(certs[1].err("an upstream TLS context takes at most one client certificate"));
+    let sds = co.items("tls_certificate_sds_secret_configs");
+    if certs.len() + sds.len() > 1 {
+        let extra = certs.get(1).or(sds.first()).unwrap_or(&certs[0]);
+        return Err(extra.err("an upstream TLS context takes at most one client certificate"));
     }
     if let Some(c) = certs.first() {
         tls.client_certificate = Some(tls_certificate(c)?);
+    }
+    if let Some(s) = sds.first() {
+        tls.client_certificate_sds = Some(file_sds(s)?);
+    }
+    if let (Some(v), Some(vs)) = (
+        co.get("validation_context"),
+        co.get("validation_context_sds_secret_config"),
+    ) {
+        return Err(vs.err(format!("cannot be combined with {}", v.path)));
+    }
+    if let Some(vs) = co.get("validation_context_sds_secret_config") {
+        tls.trusted_ca_sds = Some(file_sds(&vs)?);
     }
     if let Some(a) = co.get("alpn_protocols") {
         tls.alpn_protocols = alpn(&a)?;

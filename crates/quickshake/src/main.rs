@@ -287,10 +287,24 @@ fn start_xds(
         providers.clone(),
         clusters.clone(),
     );
+    let tls = match &cluster.upstream_tls {
+        Some(t) => {
+            let mut spec =
+                quickshake_server::clusters::tls_spec(cluster, t).map_err(|e| e.to_string())?;
+            if spec.alpn.is_empty() {
+                spec.alpn = vec!["h2".to_owned()];
+            }
+            let ctx = quickshake_tls::ClientTls::new(&spec)
+                .map_err(|e| format!("{}.transport_socket: {e}", cluster.path))?;
+            Some(Arc::new(ctx))
+        }
+        None => None,
+    };
     let opts = quickshake_xds::XdsOptions {
         node: cfg.node.clone(),
         ads: ads.clone(),
         endpoint,
+        tls,
     };
     tracing::info!(cluster = %ads.cluster_name, api_type = ?ads.api_type, "starting the xDS client");
     quickshake_xds::spawn(opts, Box::new(sink), store).map_err(|e| format!("xDS client: {e}"))

@@ -1,6 +1,9 @@
 //! From the configuration's clusters to the upstream crate's cluster manager.
 
-use quickshake_config::{read_data_source, Cluster, ClusterDiscovery, LbPolicy, UpstreamProtocol};
+use quickshake_config::{
+    load_sds_tls_certificate, load_sds_trusted_ca, read_data_source, Cluster, ClusterDiscovery,
+    LbPolicy, UpstreamProtocol, UpstreamTls,
+};
 use quickshake_stats::Store;
 use quickshake_upstream::{
     ClusterManager, ClusterSpec, Discovery, Limits, Protocol, UpstreamTlsSpec,
@@ -17,40 +20,54 @@ pub fn cluster_manager(clusters: &[Cluster], store: &Store) -> Result<ClusterMan
     })
 }
 
+/// A cluster's client TLS options, its material read now: inline or from files, or from SDS
+/// files (`tls_certificate_sds_secret_configs`, `validation_context_sds_secret_config`).
+/// Errors name the field.
+pub fn tls_spec(c: &Cluster, t: &UpstreamTls) -> Result<UpstreamTlsSpec, ServerError> {
+    let field = format!("{}.transport_socket", c.path);
+    let read =
+        |ds: &quickshake_config::DataSource, f: &str| read_data_source(ds, &format!("{field}.{f}"));
+    let from_sds = match &t.client_certificate_sds {
+        Some(r) => Some(load_sds_tls_certificate(r)?),
+        None => None,
+    };
+    let (cert, key) = match t.client_certificate.as_ref().or(from_sds.as_ref()) {
+        Some(cc) => (
+            Some(read(
+                &cc.certificate_chain,
+                "tls_certificates[0].certificate_chain",
+            )?),
+            match &cc.private_key {
+                Some(k) => Some(read(k, "tls_certificates[0].private_key")?),
+                None => None,
+            },
+        ),
+        None => (None, None),
+    };
+    let ca = match (&t.trusted_ca, &t.trusted_ca_sds) {
+        (Some(ca), _) => Some(read(ca, "validation_context.trusted_ca")?),
+        (None, Some(r)) => Some(read(
+            &load_sds_trusted_ca(r)?,
+            "validation_context_sds_secret_config",
+        )?),
+        (None, None) => None,
+    };
+    Ok(UpstreamTlsSpec {
+        sni: t.sni.clone(),
+        trusted_ca_pem: ca,
+        alpn: t.alpn_protocols.clone(),
+        client_cert_pem: cert,
+        client_key_pem: key,
+    })
+}
+
 /// One cluster's upstream spec (also for clusters a control plane sends).
 pub fn spec(c: &Cluster) -> Result<ClusterSpec, ServerError> {
-    let tls = match &c.upstream_tls {
-        None => None,
-        Some(t) => {
-            let field = format!("{}.transport_socket", c.path);
-            let read = |ds: &quickshake_config::DataSource, f: &str| {
-                read_data_source(ds, &format!("{field}.{f}"))
-            };
-            let (cert, key) = match &t.client_certificate {
-                Some(cc) => (
-                    Some(read(
-                        &cc.certificate_chain,
-                        "tls_certificates[0].certificate_chain",
-                    )?),
-                    match &cc.private_key {
-                        Some(k) => Some(read(k, "tls_certificates[0].private_key")?),
-                        None => None,
-                    },
-                ),
-                None => (None, None),
-            };
-            Some(UpstreamTlsSpec {
-                sni: t.sni.clone(),
-                trusted_ca_pem: match &t.trusted_ca {
-                    Some(ca) => Some(read(ca, "validation_context.trusted_ca")?),
-                    None => None,
-                },
-                alpn: t.alpn_protocols.clone(),
-                client_cert_pem: cert,
-                client_key_pem: key,
-            })
-        }
-    };
+    let tls = c
+        .upstream_tls
+        .as_ref()
+        .map(|t| tls_spec(c, t))
+        .transpose()?;
     Ok(ClusterSpec {
         name: c.name.clone(),
         connect_timeout: c.connect_timeout,

@@ -36,7 +36,8 @@ pub async fn serve_connection(
 ) {
     let stats = &listener.stats;
     stats.downstream_cx_total.inc();
-    if !server.try_admit() {
+    let limited = !listener.ignore_global_conn_limit;
+    if !server.admit(limited) {
         stats.downstream_cx_overflow.inc();
         stats.downstream_global_cx_overflow.inc();
         drop(stream);
@@ -71,7 +72,11 @@ impl Drop for ConnGuard {
         stats
             .downstream_cx_length_ms
             .record(self.started.elapsed().as_secs_f64() * 1000.0);
-        self.server.release();
+        if self.listener.ignore_global_conn_limit {
+            self.server.release_unlimited();
+        } else {
+            self.server.release();
+        }
     }
 }
 

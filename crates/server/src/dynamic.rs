@@ -27,7 +27,6 @@ use crate::listener::{build_chains, ListenerShared};
 
 struct Active {
     address: SocketAddr,
-    proxy_protocol: bool,
     fingerprint: u64,
     shared: Arc<ListenerShared>,
     _stop: ListenerStop,
@@ -152,7 +151,11 @@ impl DynamicConfig {
             let l = &b.value;
             match self.listeners.get(&l.name) {
                 Some(act) if act.fingerprint == b.fingerprint => {}
-                Some(act) if act.address == l.address && act.proxy_protocol == l.proxy_protocol => {
+                Some(act)
+                    if act.address == l.address
+                        && act.shared.proxy_protocol == l.proxy_protocol
+                        && act.shared.ignore_global_conn_limit == l.ignore_global_conn_limit =>
+                {
                     let chains = build_chains(
                         l,
                         &self.store,
@@ -201,7 +204,6 @@ impl DynamicConfig {
                 l.name.clone(),
                 Active {
                     address: l.address,
-                    proxy_protocol: l.proxy_protocol,
                     fingerprint: print,
                     shared,
                     _stop: stop,

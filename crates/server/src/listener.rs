@@ -102,6 +102,8 @@ pub struct ListenerShared {
     pub stats: ListenerStats,
     /// `envoy.filters.listener.proxy_protocol`: a PROXY header precedes the client's bytes.
     pub proxy_protocol: bool,
+    /// Outside the global connection limit (`ignore_global_conn_limit`).
+    pub ignore_global_conn_limit: bool,
 }
 
 impl ListenerShared {
@@ -120,6 +122,7 @@ impl ListenerShared {
             scope,
             chains: ArcSwap::from_pointee(chains),
             proxy_protocol: cfg.proxy_protocol,
+            ignore_global_conn_limit: cfg.ignore_global_conn_limit,
         })
     }
 

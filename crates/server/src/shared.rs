@@ -8,6 +8,8 @@ use quickshake_stats::{Gauge, Store};
 /// State every worker shares: the global connection limit and the server gauges.
 pub struct ServerShared {
     active: AtomicU64,
+    /// Connections of listeners outside the limit (`ignore_global_conn_limit`).
+    unlimited: AtomicU64,
     limit: Option<u64>,
     total_connections: Gauge,
 }
@@ -16,6 +18,7 @@ impl ServerShared {
     pub fn new(store: &Store, limit: Option<u64>) -> Self {
         ServerShared {
             active: AtomicU64::new(0),
+            unlimited: AtomicU64::new(0),
             limit,
             total_connections: store.gauge("server.total_connections"),
         }
@@ -23,6 +26,17 @@ impl ServerShared {
 
     /// Count a new connection in, unless the overload manager's limit is reached.
     pub fn try_admit(&self) -> bool {
+        self.admit(true)
+    }
+
+    /// Admit a connection; `limited: false` (a listener with `ignore_global_conn_limit`) admits
+    /// it whatever the limit, and it does not count toward the limit (it still counts as open,
+    /// for drain).
+    pub fn admit(&self, limited: bool) -> bool {
+        if !limited {
+            self.unlimited.fetch_add(1, Ordering::AcqRel);
+            return true;
+        }
         let prev = self.active.fetch_add(1, Ordering::AcqRel);
         if self.limit.is_some_and(|l| prev >= l) {
             self.active.fetch_sub(1, Ordering::AcqRel);
@@ -37,7 +51,13 @@ impl ServerShared {
         self.total_connections.dec();
     }
 
+    /// The end of a connection admitted with `admit(false)`.
+    pub fn release_unlimited(&self) {
+        self.unlimited.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Open connections, limited or not.
     pub fn active(&self) -> u64 {
-        self.active.load(Ordering::Acquire)
+        self.active.load(Ordering::Acquire) + self.unlimited.load(Ordering::Acquire)
     }
 }

@@ -40,12 +40,14 @@ pub trait Sink: Send {
     fn apply(&mut self, resources: &Resources) -> Result<(), String>;
 }
 
-/// What the client needs: who it is, the ADS source, and the xDS cluster's endpoint.
+/// What the client needs: who it is, the ADS source, and the xDS cluster's endpoint and TLS
+/// context (the cluster's `UpstreamTlsContext`; ALPN offers `h2`).
 #[derive(Debug, Clone)]
 pub struct XdsOptions {
     pub node: Node,
     pub ads: ApiConfigSource,
     pub endpoint: XdsEndpoint,
+    pub tls: Option<Arc<quickshake_tls::ClientTls>>,
 }
 
 /// Envoy's update counters for one resource type.

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use hyper_util::rt::TokioIo;
+use quickshake_tls::ClientTls;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint};
@@ -65,7 +66,26 @@ impl Backoff {
     }
 }
 
-async fn channel(endpoint: &XdsEndpoint) -> Result<Channel, tonic::transport::Error> {
+/// A connected stream to the xDS cluster: plaintext, or TLS (h2 by ALPN) over TCP or a unix
+/// socket.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+async fn wrap<S>(s: S, tls: Option<Arc<ClientTls>>) -> std::io::Result<TokioIo<Box<dyn Io>>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let io: Box<dyn Io> = match tls {
+        Some(t) => Box::new(t.connect(s).await.map_err(std::io::Error::other)?),
+        None => Box::new(s),
+    };
+    Ok(TokioIo::new(io))
+}
+
+async fn channel(
+    endpoint: &XdsEndpoint,
+    tls: Option<Arc<ClientTls>>,
+) -> Result<Channel, tonic::transport::Error> {
     let ep = Endpoint::from_static("http://xds.quickshake")
         .connect_timeout(Duration::from_secs(5))
         .http2_keep_alive_interval(Duration::from_secs(30))
@@ -74,10 +94,11 @@ async fn channel(endpoint: &XdsEndpoint) -> Result<Channel, tonic::transport::Er
         XdsEndpoint::Tcp(host, port) => {
             ep.connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
                 let host = host.trim_matches(['[', ']']).to_owned();
+                let tls = tls.clone();
                 async move {
                     let s = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
                     s.set_nodelay(true)?;
-                    Ok::<_, std::io::Error>(TokioIo::new(s))
+                    wrap(s, tls).await
                 }
             }))
             .await
@@ -85,9 +106,10 @@ async fn channel(endpoint: &XdsEndpoint) -> Result<Channel, tonic::transport::Er
         XdsEndpoint::Unix(path) => {
             ep.connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
                 let path = path.clone();
+                let tls = tls.clone();
                 async move {
                     let s = tokio::net::UnixStream::connect(path).await?;
-                    Ok::<_, std::io::Error>(TokioIo::new(s))
+                    wrap(s, tls).await
                 }
             }))
             .await
@@ -149,7 +171,7 @@ async fn session(
     stats: &XdsStats,
     backoff: &mut Backoff,
 ) -> Result<(), SessionError> {
-    let ch = channel(&opts.endpoint).await?;
+    let ch = channel(&opts.endpoint, opts.tls.clone()).await?;
     let mut client = AggregatedDiscoveryServiceClient::new(ch).max_decoding_message_size(64 << 20);
     let node = wire::node(&opts.node);
     let only_first = opts.ads.set_node_on_first_message_only;
