@@ -3,9 +3,11 @@
 //! ([`quickshake_xds::assemble`]) and reconciled with what runs, by fingerprint:
 //! - a new or changed cluster is built and put in place; a removed one goes (requests holding
 //!   it finish); EDS endpoints replace a cluster's hosts without rebuilding it;
-//! - a new listener is bound on every worker; a changed one at the same address gets new filter
-//!   chains in place (open connections keep theirs, as with certificate rotation); one that
-//!   moved or was removed stops accepting, and its connections finish.
+//! - a new listener is bound on every worker; when only its routes changed (RDS, or the
+//!   clusters they name), the running connection managers get the new route tables, so the next
+//!   request on an open connection uses them; a listener changed otherwise at the same address
+//!   gets new filter chains in place (open connections keep theirs, as with certificate
+//!   rotation); one that moved or was removed stops accepting, and its connections finish.
 //!
 //! Nothing changes unless the whole update builds: an error is returned for the NACK and the
 //! previous configuration keeps serving.
@@ -23,11 +25,14 @@ use quickshake_xds::{Resources, Sink};
 
 use crate::clusters;
 use crate::gateway::{ListenerStop, Workers};
-use crate::listener::{build_chains, ListenerShared};
+use crate::http_runtime::RouteTable;
+use crate::listener::{build_chains, ListenerShared, Network};
+use quickshake_config::RouteSource;
 
 struct Active {
     address: SocketAddr,
     fingerprint: u64,
+    routes: u64,
     shared: Arc<ListenerShared>,
     _stop: ListenerStop,
 }
@@ -147,10 +152,31 @@ impl DynamicConfig {
         // Build everything that changed before touching what runs.
         let mut in_place = Vec::new();
         let mut fresh = Vec::new();
+        let mut tables = Vec::new();
         for b in &a.listeners {
             let l = &b.value;
             match self.listeners.get(&l.name) {
-                Some(act) if act.fingerprint == b.fingerprint => {}
+                Some(act) if act.fingerprint == b.fingerprint && act.routes == b.routes => {}
+                Some(act) if act.fingerprint == b.fingerprint => {
+                    // Only routes (or the clusters they name) changed: new route tables for the
+                    // running connection managers, so requests on open connections see them too.
+                    let running = act.shared.chains.load_full();
+                    let mut new = Vec::new();
+                    for (chain, fc) in running.iter().zip(&l.filter_chains) {
+                        if let (Network::Http(rt), Some(hcm)) = (&chain.network, fc.http()) {
+                            if let RouteSource::Static(rc) = &hcm.routes {
+                                let table = RouteTable::build(
+                                    rc.clone(),
+                                    &self.clusters,
+                                    &format!("{}.route_config", hcm.path),
+                                )
+                                .map_err(|e| err(l, &e))?;
+                                new.push((rt.clone(), table));
+                            }
+                        }
+                    }
+                    tables.push((l.name.clone(), new, b.routes));
+                }
                 Some(act)
                     if act.address == l.address
                         && act.shared.proxy_protocol == l.proxy_protocol
@@ -164,20 +190,29 @@ impl DynamicConfig {
                         &act.shared.scope,
                     )
                     .map_err(|e| err(l, &e))?;
-                    in_place.push((l.name.clone(), chains, b.fingerprint));
+                    in_place.push((l.name.clone(), chains, (b.fingerprint, b.routes)));
                 }
                 _ => {
                     let shared =
                         ListenerShared::build(l, &self.store, &self.providers, &self.clusters)
                             .map_err(|e| err(l, &e))?;
-                    fresh.push((l.clone(), Arc::new(shared), b.fingerprint));
+                    fresh.push((l.clone(), Arc::new(shared), (b.fingerprint, b.routes)));
                 }
             }
+        }
+        for (name, new, routes) in tables {
+            for (rt, table) in new {
+                rt.set_routes(table);
+            }
+            if let Some(act) = self.listeners.get_mut(&name) {
+                act.routes = routes;
+            }
+            tracing::info!(listener = %name, "routes updated; open connections use them for new requests");
         }
         for (name, chains, print) in in_place {
             if let Some(act) = self.listeners.get_mut(&name) {
                 act.shared.replace_chains(chains);
-                act.fingerprint = print;
+                (act.fingerprint, act.routes) = print;
                 tracing::info!(listener = %name, "listener updated in place; open connections keep their filter chains");
             }
         }
@@ -204,7 +239,8 @@ impl DynamicConfig {
                 l.name.clone(),
                 Active {
                     address: l.address,
-                    fingerprint: print,
+                    fingerprint: print.0,
+                    routes: print.1,
                     shared,
                     _stop: stop,
                 },

@@ -22,11 +22,14 @@ use crate::kind::Kind;
 use crate::state::Resources;
 
 /// A parsed resource and a fingerprint of everything it was built from: equal fingerprints
-/// mean nothing to rebuild.
+/// mean nothing to rebuild. For a listener, `fingerprint` covers the listener and its secrets,
+/// `routes` its route configurations and the clusters they may name: when only `routes`
+/// changed, the new route tables can be installed in the running connection managers.
 #[derive(Debug, Clone)]
 pub struct Built<T> {
     pub value: T,
     pub fingerprint: u64,
+    pub routes: u64,
 }
 
 /// What the data path should serve besides the static bootstrap.
@@ -72,6 +75,7 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
         out.clusters.push(Built {
             value: c,
             fingerprint: fingerprint(&[&e.json]),
+            routes: 0,
         });
     }
     let clusters_print = fingerprint(&all_clusters);
@@ -90,6 +94,7 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
                 Built {
                     value: eps,
                     fingerprint: fingerprint(&[&e.json]),
+                    routes: 0,
                 },
             );
         }
@@ -111,6 +116,7 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
         l.name.clone_from(name);
         l.path = format!("listener '{name}'");
         let mut parts: Vec<&Value> = vec![&e.json];
+        let mut route_parts: Vec<&Value> = Vec::new();
         for chain in &mut l.filter_chains {
             if let NetworkFilter::Http(hcm) = &mut chain.network {
                 if let RouteSource::Rds {
@@ -129,7 +135,7 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
                     };
                     let rc = route_configuration(&r.json, "")
                         .map_err(|err| nack(Kind::Route, route_config_name, &err))?;
-                    parts.push(&r.json);
+                    route_parts.push(&r.json);
                     hcm.routes = RouteSource::Static(rc);
                 }
             }
@@ -167,11 +173,11 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
             }
             tls.sds_certificates = kept;
         }
-        let mut print = fingerprint(&parts);
-        print ^= clusters_print.rotate_left(1);
+        let routes = fingerprint(&route_parts) ^ clusters_print.rotate_left(1);
         out.listeners.push(Built {
             value: l,
-            fingerprint: print,
+            fingerprint: fingerprint(&parts),
+            routes,
         });
     }
     Ok(out)

@@ -413,6 +413,50 @@ macro_rules! per_plane {
     };
 }
 
+/// g. A route change reaches a connection that was open before it: the next request on it
+/// uses the new routes (Envoy's RDS semantics), while the TLS session stays the same.
+fn route_change_on_open_connection(plane: Plane, mode: Mode) {
+    use std::io::Write;
+    let s = Scene::start(plane, mode, false, plain_secret("server-cert", "rsa2048"));
+    let connector = crate::support::tls_client::connector(&Default::default()).expect("client");
+    let tcp = std::net::TcpStream::connect(("127.0.0.1", s.port)).expect("connect");
+    tcp.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut tls = connector.connect("localhost", tcp).expect("handshake");
+    let mut ask = |tls: &mut boring::ssl::SslStream<std::net::TcpStream>| {
+        tls.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .expect("request");
+        let (code, head) = support::read_http1_response(tls).expect("response");
+        assert_eq!(code, 200, "{head}");
+        head.lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("x-route: ")
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(ask(&mut tls), "v1");
+    s.push(
+        "v2",
+        &Want {
+            secret: plain_secret("server-cert", "rsa2048"),
+            cluster: "b",
+            tag: "v2",
+            listener: s.listener(),
+        },
+    );
+    within(&s, "the v2 route", Duration::from_secs(5), || {
+        get(s.port).is_ok_and(|r| r == "v2")
+    });
+    assert_eq!(
+        ask(&mut tls),
+        "v2",
+        "the open connection's next request\n{}",
+        s.context()
+    );
+}
+
 fn tls_sds_rds_eds_tcp(plane: Plane, mode: Mode) {
     tls_sds_rds_eds(plane, mode, false);
 }
@@ -424,6 +468,7 @@ fn tls_sds_rds_eds_unix(plane: Plane, mode: Mode) {
 per_plane!(tls_sds_rds_eds_tcp, shared);
 per_plane!(tls_sds_rds_eds_unix, shared);
 per_plane!(route_change_under_load, exclusive);
+per_plane!(route_change_on_open_connection, shared);
 per_plane!(secret_rotation_under_load, exclusive);
 per_plane!(bad_listener_nacked, shared);
 per_plane!(control_plane_restart, shared);
