@@ -265,21 +265,18 @@ fn start_xds(
             d.path
         ));
     };
-    let cluster = cfg
-        .clusters
-        .iter()
-        .find(|c| c.name == ads.cluster_name)
-        .ok_or_else(|| format!("{}: unknown cluster '{}'", ads.path, ads.cluster_name))?;
-    let endpoint = match (cluster.endpoints.first(), &cluster.pipe) {
-        (_, Some(path)) => quickshake_xds::XdsEndpoint::Unix(path.clone()),
-        (Some(e), None) => quickshake_xds::XdsEndpoint::Tcp(e.host.clone(), e.port),
-        (None, None) => {
+    for src in [&d.lds, &d.cds].into_iter().flatten() {
+        if src.kind != quickshake_config::ConfigSourceKind::Ads {
             return Err(format!(
-                "{}: cluster '{}' has no endpoint",
-                ads.path, cluster.name
-            ))
+                "{}: not supported yet (only ads: {{}}, over dynamic_resources.ads_config)",
+                src.path
+            ));
         }
-    };
+    }
+    let (endpoint, tls) =
+        xds_cluster(&cfg.clusters, &ads.cluster_name).map_err(|e| format!("{}: {e}", ads.path))?;
+    let statics = cfg.clusters.clone();
+    let resolve: quickshake_xds::Resolver = Arc::new(move |name| xds_cluster(&statics, name));
     let sink = quickshake_server::DynamicConfig::new(
         cfg.clone(),
         gateway.workers(),
@@ -287,6 +284,38 @@ fn start_xds(
         providers.clone(),
         clusters.clone(),
     );
+    let opts = quickshake_xds::XdsOptions {
+        node: cfg.node.clone(),
+        ads: ads.clone(),
+        endpoint,
+        tls,
+        resolve,
+    };
+    tracing::info!(cluster = %ads.cluster_name, api_type = ?ads.api_type, "starting the xDS client");
+    quickshake_xds::spawn(opts, Box::new(sink), store).map_err(|e| format!("xDS client: {e}"))
+}
+
+/// How the xDS client reaches the static cluster `name`: its first endpoint (`socket_address`,
+/// or `pipe.path` as Istio renders it) and its TLS context (ALPN `h2` unless it names others).
+fn xds_cluster(
+    clusters: &[quickshake_config::Cluster],
+    name: &str,
+) -> Result<
+    (
+        quickshake_xds::XdsEndpoint,
+        Option<Arc<quickshake_tls::ClientTls>>,
+    ),
+    String,
+> {
+    let cluster = clusters
+        .iter()
+        .find(|c| c.name == name)
+        .ok_or_else(|| format!("unknown cluster '{name}' (xDS clusters must be static)"))?;
+    let endpoint = match (cluster.endpoints.first(), &cluster.pipe) {
+        (_, Some(path)) => quickshake_xds::XdsEndpoint::Unix(path.clone()),
+        (Some(e), None) => quickshake_xds::XdsEndpoint::Tcp(e.host.clone(), e.port),
+        (None, None) => return Err(format!("cluster '{name}' has no endpoint")),
+    };
     let tls = match &cluster.upstream_tls {
         Some(t) => {
             let mut spec =
@@ -300,14 +329,7 @@ fn start_xds(
         }
         None => None,
     };
-    let opts = quickshake_xds::XdsOptions {
-        node: cfg.node.clone(),
-        ads: ads.clone(),
-        endpoint,
-        tls,
-    };
-    tracing::info!(cluster = %ads.cluster_name, api_type = ?ads.api_type, "starting the xDS client");
-    quickshake_xds::spawn(opts, Box::new(sink), store).map_err(|e| format!("xDS client: {e}"))
+    Ok((endpoint, tls))
 }
 
 /// `/server_info`'s `command_line_options`: Envoy's field names and value forms where Envoy has

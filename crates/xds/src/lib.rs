@@ -42,12 +42,32 @@ pub trait Sink: Send {
 
 /// What the client needs: who it is, the ADS source, and the xDS cluster's endpoint and TLS
 /// context (the cluster's `UpstreamTlsContext`; ALPN offers `h2`).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct XdsOptions {
     pub node: Node,
     pub ads: ApiConfigSource,
     pub endpoint: XdsEndpoint,
     pub tls: Option<Arc<quickshake_tls::ClientTls>>,
+    /// A static cluster's endpoint and TLS context, for the SDS streams of their own that
+    /// listeners name (`sds_config.api_config_source`).
+    pub resolve: Resolver,
+}
+
+/// How a stream to a named static cluster connects.
+pub type Resolver = Arc<
+    dyn Fn(&str) -> Result<(XdsEndpoint, Option<Arc<quickshake_tls::ClientTls>>), String>
+        + Send
+        + Sync,
+>;
+
+impl std::fmt::Debug for XdsOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdsOptions")
+            .field("node", &self.node)
+            .field("ads", &self.ads)
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Envoy's update counters for one resource type.
@@ -125,8 +145,15 @@ pub fn spawn(opts: XdsOptions, sink: Box<dyn Sink>, store: &Store) -> std::io::R
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let shared = Arc::new(stream::Shared {
+        opts,
+        resources,
+        sink: Mutex::new(sink),
+        stats,
+        sds: Mutex::new(std::collections::BTreeSet::new()),
+    });
     std::thread::Builder::new()
         .name("qs-xds".into())
-        .spawn(move || rt.block_on(stream::run(opts, resources, sink, stats)))?;
+        .spawn(move || rt.block_on(stream::run(shared)))?;
     Ok(handle)
 }

@@ -81,20 +81,30 @@ struct TypeState {
     requested: bool,
 }
 
+/// Which stream a named resource comes on: the ADS stream, or the stream of its own
+/// `api_config_source` to a cluster (Istio's SDS to pilot-agent).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Source {
+    Ads,
+    Cluster(String),
+}
+
 /// One stream's state; `delta` picks the incremental protocol.
 #[derive(Debug)]
 pub struct Stream {
     delta: bool,
     kinds: Vec<Kind>,
+    source: Source,
     types: BTreeMap<Kind, TypeState>,
 }
 
 impl Stream {
-    /// A stream serving `kinds` (all five for ADS).
-    pub fn new(delta: bool, kinds: &[Kind]) -> Self {
+    /// A stream serving `kinds` (all five for ADS; secrets only on an SDS stream) from `source`.
+    pub fn new(delta: bool, kinds: &[Kind], source: Source) -> Self {
         Stream {
             delta,
             kinds: kinds.to_vec(),
+            source,
             types: kinds.iter().map(|k| (*k, TypeState::default())).collect(),
         }
     }
@@ -112,7 +122,7 @@ impl Stream {
     pub fn subscriptions(&mut self, resources: &Resources) -> Vec<Outgoing> {
         let mut out = Vec::new();
         for kind in self.kinds.clone() {
-            let wanted = wanted(kind, resources);
+            let wanted = wanted(kind, resources, &self.source);
             let delta = self.delta;
             let Some(t) = self.types.get_mut(&kind) else {
                 continue;
@@ -280,9 +290,62 @@ fn candidate(
     Ok(next)
 }
 
-/// The names a named kind wants, from the accepted listeners and clusters; `None` for a
-/// wildcard kind.
-pub fn wanted(kind: Kind, resources: &Resources) -> Option<BTreeSet<String>> {
+/// The `sds_config` source of one secret reference (`None`: a file).
+fn secret_source(r: &Value) -> Option<(Source, bool)> {
+    let c = r.get("sds_config")?;
+    if c.get("ads").is_some() {
+        return Some((Source::Ads, false));
+    }
+    let api = c.get("api_config_source")?;
+    let cluster = api
+        .get("grpc_services")?
+        .get(0)?
+        .get("envoy_grpc")?
+        .get("cluster_name")?
+        .as_str()?;
+    let delta = api.get("api_type").and_then(Value::as_str) == Some("DELTA_GRPC");
+    Some((Source::Cluster(cluster.to_owned()), delta))
+}
+
+/// Every secret reference of the accepted listeners and clusters: `(name, source, delta)`.
+fn secret_refs(resources: &Resources) -> Vec<(String, Source, bool)> {
+    let mut out = Vec::new();
+    let each = |k: Kind| resources.get(&k).into_iter().flat_map(|m| m.values());
+    for e in each(Kind::Listener).chain(each(Kind::Cluster)) {
+        find(&e.json, &mut |o| {
+            let refs = o
+                .get("tls_certificate_sds_secret_configs")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .chain(o.get("validation_context_sds_secret_config"));
+            for r in refs {
+                if let (Some((source, delta)), Some(n)) =
+                    (secret_source(r), r.get("name").and_then(Value::as_str))
+                {
+                    out.push((n.to_owned(), source, delta));
+                }
+            }
+        });
+    }
+    out
+}
+
+/// The SDS streams of their own that the accepted resources need: cluster name and whether it
+/// is incremental.
+pub fn sds_streams(resources: &Resources) -> BTreeMap<String, bool> {
+    secret_refs(resources)
+        .into_iter()
+        .filter_map(|(_, s, delta)| match s {
+            Source::Cluster(c) => Some((c, delta)),
+            Source::Ads => None,
+        })
+        .collect()
+}
+
+/// The names a named kind wants on the stream of `source`, from the accepted listeners and
+/// clusters; `None` for a wildcard kind.
+pub fn wanted(kind: Kind, resources: &Resources, source: &Source) -> Option<BTreeSet<String>> {
     let mut names = BTreeSet::new();
     let each = |k: Kind| resources.get(&k).into_iter().flat_map(|m| m.values());
     match kind {
@@ -314,24 +377,12 @@ pub fn wanted(kind: Kind, resources: &Resources) -> Option<BTreeSet<String>> {
             }
         }
         Kind::Secret => {
-            for e in each(Kind::Listener).chain(each(Kind::Cluster)) {
-                find(&e.json, &mut |o| {
-                    let refs = o
-                        .get("tls_certificate_sds_secret_configs")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .chain(o.get("validation_context_sds_secret_config"));
-                    for r in refs {
-                        let from_xds = r.get("sds_config").is_some_and(|c| {
-                            c.get("ads").is_some() || c.get("api_config_source").is_some()
-                        });
-                        if let (true, Some(n)) = (from_xds, r.get("name").and_then(Value::as_str)) {
-                            names.insert(n.to_owned());
-                        }
-                    }
-                });
-            }
+            names.extend(
+                secret_refs(resources)
+                    .into_iter()
+                    .filter(|(_, s, _)| s == source)
+                    .map(|(n, _, _)| n),
+            );
         }
     }
     Some(names)
@@ -397,7 +448,7 @@ mod tests {
 
     #[test]
     fn sotw_acks_nacks_and_follows_eds_names() {
-        let mut s = Stream::new(false, &Kind::ALL);
+        let mut s = Stream::new(false, &Kind::ALL, Source::Ads);
         let mut res = Resources::new();
         let first = s.connected(&res);
         let kinds: Vec<_> = first.iter().map(|o| o.kind).collect();
@@ -450,7 +501,7 @@ mod tests {
 
     #[test]
     fn delta_subscribes_removes_and_resumes_with_versions() {
-        let mut s = Stream::new(true, &Kind::ALL);
+        let mut s = Stream::new(true, &Kind::ALL, Source::Ads);
         let mut res = Resources::new();
         s.connected(&res);
         let mut with_name = cluster("a", true);
@@ -496,7 +547,7 @@ mod tests {
 
     #[test]
     fn a_response_of_another_type_is_nacked() {
-        let mut s = Stream::new(false, &Kind::ALL);
+        let mut s = Stream::new(false, &Kind::ALL, Source::Ads);
         let mut res = Resources::new();
         let mut r = response(Kind::Cluster, "1", "n", vec![cluster("a", false)]);
         r.resources[0].2 = Kind::Listener.type_url().into();

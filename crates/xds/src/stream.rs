@@ -14,9 +14,16 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::state::{Incoming, Outgoing, Resources, Stream, Verdict};
+use std::collections::BTreeSet;
+
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
+use envoy_types::pb::envoy::service::secret::v3::secret_discovery_service_client::SecretDiscoveryServiceClient;
+
+use crate::state::{self, Incoming, Outgoing, Resources, Source, Stream, Verdict};
 use crate::wire;
-use crate::{Sink, XdsOptions, XdsStats};
+use crate::{Kind, Sink, XdsOptions, XdsStats};
 
 /// Where the xDS cluster's one endpoint is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,41 +124,112 @@ async fn channel(
     }
 }
 
-/// Run the ADS stream for ever.
-pub(crate) async fn run(
-    opts: XdsOptions,
-    resources: Arc<Mutex<Resources>>,
-    mut sink: Box<dyn Sink>,
-    stats: XdsStats,
-) {
+/// What every stream of the client shares. Streams run on one current-thread event loop and
+/// handle a response without awaiting, so updates from two streams never interleave.
+pub(crate) struct Shared {
+    pub(crate) opts: XdsOptions,
+    pub(crate) resources: Arc<Mutex<Resources>>,
+    pub(crate) sink: Mutex<Box<dyn Sink>>,
+    pub(crate) stats: XdsStats,
+    /// SDS streams of their own already started, by cluster.
+    pub(crate) sds: Mutex<BTreeSet<String>>,
+}
+
+/// Which gRPC service a stream calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Service {
+    /// `AggregatedDiscoveryService`: every kind.
+    Ads,
+    /// `SecretDiscoveryService`: secrets only.
+    Sds,
+}
+
+/// One stream to run: its service, protocol flavour and cluster.
+#[derive(Debug, Clone)]
+struct Spec {
+    service: Service,
+    delta: bool,
+    cluster: String,
+    endpoint: XdsEndpoint,
+    tls: Option<Arc<ClientTls>>,
+}
+
+/// Run the ADS stream for ever (and, as listeners name them, the SDS streams of their own).
+pub(crate) async fn run(shared: Arc<Shared>) {
+    let ads = &shared.opts.ads;
+    let spec = Spec {
+        service: Service::Ads,
+        delta: ads.api_type == quickshake_config::XdsApiType::DeltaGrpc,
+        cluster: ads.cluster_name.clone(),
+        endpoint: shared.opts.endpoint.clone(),
+        tls: shared.opts.tls.clone(),
+    };
+    run_stream(spec, shared).await;
+}
+
+async fn run_stream(spec: Spec, shared: Arc<Shared>) {
     let mut backoff = Backoff::new();
-    let delta = opts.ads.api_type == quickshake_config::XdsApiType::DeltaGrpc;
-    let mut stream = Stream::new(delta, &crate::Kind::ALL);
+    let (kinds, source): (&[Kind], Source) = match spec.service {
+        Service::Ads => (&Kind::ALL, Source::Ads),
+        Service::Sds => (&[Kind::Secret], Source::Cluster(spec.cluster.clone())),
+    };
+    let mut stream = Stream::new(spec.delta, kinds, source);
     loop {
-        match session(
-            &opts,
-            &mut stream,
-            &resources,
-            sink.as_mut(),
-            &stats,
-            &mut backoff,
-        )
-        .await
-        {
+        match session(&spec, &mut stream, &shared, &mut backoff).await {
             Ok(()) => {
-                tracing::warn!(cluster = %opts.ads.cluster_name, "xDS stream closed by the control plane")
+                tracing::warn!(cluster = %spec.cluster, "xDS stream closed by the control plane")
             }
             Err(e) => {
-                tracing::warn!(cluster = %opts.ads.cluster_name, error = %e, "xDS stream failed")
+                tracing::warn!(cluster = %spec.cluster, error = %e, "xDS stream failed")
             }
         }
-        stats.connected_state.set(0);
+        if spec.service == Service::Ads {
+            shared.stats.connected_state.set(0);
+        }
         let wait = backoff.next();
         tracing::info!(
+            cluster = %spec.cluster,
             wait_ms = wait.as_millis() as u64,
             "reconnecting to the control plane"
         );
         tokio::time::sleep(wait).await;
+    }
+}
+
+/// Start the SDS streams of their own that the accepted resources name and that do not run yet.
+fn start_sds_streams(shared: &Arc<Shared>) {
+    let wanted = {
+        let r = shared
+            .resources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        state::sds_streams(&r)
+    };
+    for (cluster, delta) in wanted {
+        if !shared
+            .sds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(cluster.clone())
+        {
+            continue;
+        }
+        match (shared.opts.resolve)(&cluster) {
+            Ok((endpoint, tls)) => {
+                tracing::info!(%cluster, delta, "starting an SDS stream");
+                let spec = Spec {
+                    service: Service::Sds,
+                    delta,
+                    cluster,
+                    endpoint,
+                    tls,
+                };
+                tokio::spawn(run_stream(spec, shared.clone()));
+            }
+            Err(e) => {
+                tracing::error!(%cluster, error = %e, "cannot start an SDS stream; secrets from it stay missing");
+            }
+        }
     }
 }
 
@@ -163,21 +241,26 @@ enum SessionError {
     Status(#[from] tonic::Status),
 }
 
+/// The requests of one flavour, converted and sent in order.
+enum Outbound {
+    Sotw(mpsc::Sender<DiscoveryRequest>),
+    Delta(mpsc::Sender<DeltaDiscoveryRequest>),
+}
+
 async fn session(
-    opts: &XdsOptions,
+    spec: &Spec,
     stream: &mut Stream,
-    resources: &Mutex<Resources>,
-    sink: &mut dyn Sink,
-    stats: &XdsStats,
+    shared: &Arc<Shared>,
     backoff: &mut Backoff,
 ) -> Result<(), SessionError> {
-    let ch = channel(&opts.endpoint, opts.tls.clone()).await?;
-    let mut client = AggregatedDiscoveryServiceClient::new(ch).max_decoding_message_size(64 << 20);
-    let node = wire::node(&opts.node);
-    let only_first = opts.ads.set_node_on_first_message_only;
-    let delta = opts.ads.api_type == quickshake_config::XdsApiType::DeltaGrpc;
+    let ch = channel(&spec.endpoint, spec.tls.clone()).await?;
+    let node = wire::node(&shared.opts.node);
+    let only_first = shared.opts.ads.set_node_on_first_message_only;
     let first = {
-        let r = resources.lock().unwrap_or_else(PoisonError::into_inner);
+        let r = shared
+            .resources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         stream.connected(&r)
     };
     let mut sent_node = false;
@@ -186,64 +269,92 @@ async fn session(
         sent_node = true;
         n
     };
-    if delta {
+    const MAX: usize = 64 << 20;
+    let (out, mut inbound): (Outbound, Inbound) = if spec.delta {
         let (tx, rx) = mpsc::channel(64);
         for o in first {
             let _ = tx.send(wire::delta_request(o, stamp())).await;
         }
-        let mut inbound = client
-            .delta_aggregated_resources(ReceiverStream::new(rx))
-            .await?
-            .into_inner();
-        stats.connected_state.set(1);
-        backoff.reset();
-        while let Some(resp) = inbound.message().await? {
-            for o in handle(wire::delta_response(resp), stream, resources, sink, stats) {
-                if tx.send(wire::delta_request(o, stamp())).await.is_err() {
-                    return Ok(());
-                }
-            }
-        }
+        let rx = ReceiverStream::new(rx);
+        let inbound = match spec.service {
+            Service::Ads => AggregatedDiscoveryServiceClient::new(ch)
+                .max_decoding_message_size(MAX)
+                .delta_aggregated_resources(rx)
+                .await?
+                .into_inner(),
+            Service::Sds => SecretDiscoveryServiceClient::new(ch)
+                .max_decoding_message_size(MAX)
+                .delta_secrets(rx)
+                .await?
+                .into_inner(),
+        };
+        (Outbound::Delta(tx), Inbound::Delta(inbound))
     } else {
         let (tx, rx) = mpsc::channel(64);
         for o in first {
             let _ = tx.send(wire::sotw_request(o, stamp())).await;
         }
-        let mut inbound = client
-            .stream_aggregated_resources(ReceiverStream::new(rx))
-            .await?
-            .into_inner();
-        stats.connected_state.set(1);
-        backoff.reset();
-        while let Some(resp) = inbound.message().await? {
-            for o in handle(wire::sotw_response(resp), stream, resources, sink, stats) {
-                if tx.send(wire::sotw_request(o, stamp())).await.is_err() {
-                    return Ok(());
-                }
+        let rx = ReceiverStream::new(rx);
+        let inbound = match spec.service {
+            Service::Ads => AggregatedDiscoveryServiceClient::new(ch)
+                .max_decoding_message_size(MAX)
+                .stream_aggregated_resources(rx)
+                .await?
+                .into_inner(),
+            Service::Sds => SecretDiscoveryServiceClient::new(ch)
+                .max_decoding_message_size(MAX)
+                .stream_secrets(rx)
+                .await?
+                .into_inner(),
+        };
+        (Outbound::Sotw(tx), Inbound::Sotw(inbound))
+    };
+    if spec.service == Service::Ads {
+        shared.stats.connected_state.set(1);
+    }
+    backoff.reset();
+    loop {
+        let resp = match &mut inbound {
+            Inbound::Sotw(s) => s.message().await?.map(wire::sotw_response),
+            Inbound::Delta(s) => s.message().await?.map(wire::delta_response),
+        };
+        let Some(resp) = resp else { return Ok(()) };
+        for o in handle(resp, stream, shared) {
+            let sent = match &out {
+                Outbound::Sotw(tx) => tx.send(wire::sotw_request(o, stamp())).await.is_ok(),
+                Outbound::Delta(tx) => tx.send(wire::delta_request(o, stamp())).await.is_ok(),
+            };
+            if !sent {
+                return Ok(());
             }
         }
+        start_sds_streams(shared);
     }
-    Ok(())
 }
 
-fn handle(
-    resp: Incoming,
-    stream: &mut Stream,
-    resources: &Mutex<Resources>,
-    sink: &mut dyn Sink,
-    stats: &XdsStats,
-) -> Vec<Outgoing> {
-    let mut current = resources
+enum Inbound {
+    Sotw(tonic::Streaming<DiscoveryResponse>),
+    Delta(tonic::Streaming<DeltaDiscoveryResponse>),
+}
+
+fn handle(resp: Incoming, stream: &mut Stream, shared: &Shared) -> Vec<Outgoing> {
+    let stats = &shared.stats;
+    let mut current = shared
+        .resources
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
-    if let Some(kind) = crate::Kind::from_type_url(&resp.type_url) {
+    if let Some(kind) = Kind::from_type_url(&resp.type_url) {
         stats.kind(kind).update_attempt.inc();
     }
+    let mut sink = shared.sink.lock().unwrap_or_else(PoisonError::into_inner);
     let (out, verdict) = stream.respond(resp, &mut current, &mut |c| sink.apply(c));
     match verdict {
         Verdict::Accepted { kind, version } => {
-            *resources.lock().unwrap_or_else(PoisonError::into_inner) = current;
+            *shared
+                .resources
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = current;
             let s = stats.kind(kind);
             s.update_success.inc();
             s.version.set(version_hash(&version));

@@ -17,7 +17,7 @@ use crate::support::tls_client::peer_serial;
 use crate::support::upstreams::{HttpOpts, Upstream};
 use crate::support::xds::{
     eds_cluster, istiod_cryptomb_secret, load_assignment, plain_secret, route_config, tls_listener,
-    DataPlane, Mode, Plane, CLUSTER, ENDPOINTS, LISTENER, ROUTE, SECRET,
+    tls_listener_from, DataPlane, Mode, Plane, CLUSTER, ENDPOINTS, LISTENER, ROUTE, SECRET,
 };
 use crate::support::{self, bench_binary, certs_dir, curl, free_port};
 
@@ -457,6 +457,80 @@ fn route_change_on_open_connection(plane: Plane, mode: Mode) {
     );
 }
 
+/// h. Istio's sidecar shape: listeners, routes and clusters over ADS, the certificate over an
+/// SDS stream of its own (`sds_config.api_config_source` to a static `sds-grpc` cluster, here
+/// the same control plane), which follows a rotation too.
+fn sds_on_its_own_stream(plane: Plane, mode: Mode) {
+    let cp = ControlPlane::start_tcp();
+    let (a, b) = (
+        Upstream::http(HttpOpts::default()),
+        Upstream::http(HttpOpts::default()),
+    );
+    let port = free_port();
+    let api_type = match mode {
+        Mode::Sotw => "GRPC",
+        Mode::Delta => "DELTA_GRPC",
+    };
+    let listener = tls_listener_from(
+        "https",
+        port,
+        "default",
+        "routes",
+        json!({"resource_api_version": "V3", "api_config_source": {
+            "api_type": api_type, "transport_api_version": "V3",
+            "grpc_services": [{"envoy_grpc": {"cluster_name": "sds-grpc"}}]}}),
+    );
+    let want = |version: &'static str, cert: &str| Want {
+        secret: plain_secret("default", cert),
+        cluster: "a",
+        tag: version,
+        listener: listener.clone(),
+    };
+    cp.push(
+        NODE,
+        "v1",
+        resources(&want("v1", "rsa2048"), a.port, b.port),
+    );
+    let grpc_port = cp.grpc_port.expect("tcp control plane");
+    let sds_cluster = format!(
+        r#"  - name: sds-grpc
+    type: STATIC
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{ http2_protocol_options: {{}} }}
+    load_assignment:
+      cluster_name: sds-grpc
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{ address: {{ socket_address: {{ address: 127.0.0.1, port_value: {grpc_port} }} }} }}
+"#
+    );
+    let dp = DataPlane::start_with(plane, mode, NODE, &cp, &sds_cluster);
+    let s = Scene { cp, dp, port, a, b };
+    within(
+        &s,
+        "the listener serves v1",
+        Duration::from_secs(10),
+        || get(port).is_ok_and(|r| r == "v1"),
+    );
+    assert_eq!(peer_serial(port).expect("handshake"), serial_of("rsa2048"));
+    let status = s.cp.status().to_string();
+    assert!(
+        status.contains("\"streams_opened_total\":2")
+            || status.contains("\"streams_opened_total\":3"),
+        "an ADS stream and an SDS stream: {status}"
+    );
+    s.push("v2", &want("v2", "other"));
+    within(
+        &s,
+        "the rotated certificate",
+        Duration::from_secs(5),
+        || peer_serial(port).is_ok_and(|serial| serial == serial_of("other")),
+    );
+}
+
 fn tls_sds_rds_eds_tcp(plane: Plane, mode: Mode) {
     tls_sds_rds_eds(plane, mode, false);
 }
@@ -469,6 +543,7 @@ per_plane!(tls_sds_rds_eds_tcp, shared);
 per_plane!(tls_sds_rds_eds_unix, shared);
 per_plane!(route_change_under_load, exclusive);
 per_plane!(route_change_on_open_connection, shared);
+per_plane!(sds_on_its_own_stream, shared);
 per_plane!(secret_rotation_under_load, exclusive);
 per_plane!(bad_listener_nacked, shared);
 per_plane!(control_plane_restart, shared);

@@ -82,8 +82,20 @@ pub enum DataPlane {
 impl DataPlane {
     /// Start `plane` on [`xds_bootstrap`] with one worker; returns once its admin says LIVE.
     pub fn start(plane: Plane, mode: Mode, node_id: &str, cp: &ControlPlane) -> DataPlane {
+        Self::start_with(plane, mode, node_id, cp, "")
+    }
+
+    /// Start with more static clusters (YAML list items, indented as `static_resources.clusters`
+    /// entries) after the xDS cluster.
+    pub fn start_with(
+        plane: Plane,
+        mode: Mode,
+        node_id: &str,
+        cp: &ControlPlane,
+        extra_clusters: &str,
+    ) -> DataPlane {
         let admin = free_port();
-        let bootstrap = xds_bootstrap(mode, node_id, cp, admin);
+        let bootstrap = xds_bootstrap(mode, node_id, cp, admin) + extra_clusters;
         match plane {
             Plane::Envoy => DataPlane::Envoy(Envoy::start(&bootstrap, admin)),
             Plane::Quickshake => {
@@ -123,6 +135,24 @@ impl DataPlane {
 /// A TLS listener on 127.0.0.1:`port` whose certificate `secret` comes by SDS over ADS, with
 /// an HTTP connection manager routed by RDS (`route_config_name`) and the router filter.
 pub fn tls_listener(name: &str, port: u16, secret: &str, route_config_name: &str) -> Value {
+    tls_listener_from(
+        name,
+        port,
+        secret,
+        route_config_name,
+        json!({ "ads": {}, "resource_api_version": "V3" }),
+    )
+}
+
+/// [`tls_listener`] with the certificate's `sds_config` given (e.g. an `api_config_source` to
+/// an SDS cluster of its own, as Istio's sidecars have).
+pub fn tls_listener_from(
+    name: &str,
+    port: u16,
+    secret: &str,
+    route_config_name: &str,
+    sds_config: Value,
+) -> Value {
     json!({
         "name": name,
         "address": { "socket_address": { "address": "127.0.0.1", "port_value": port } },
@@ -135,7 +165,7 @@ pub fn tls_listener(name: &str, port: u16, secret: &str, route_config_name: &str
                         "alpn_protocols": ["h2", "http/1.1"],
                         "tls_certificate_sds_secret_configs": [{
                             "name": secret,
-                            "sds_config": { "ads": {}, "resource_api_version": "V3" }
+                            "sds_config": sds_config
                         }]
                     }
                 }
