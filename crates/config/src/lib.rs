@@ -34,6 +34,7 @@ pub use sds::{load_sds_tls_certificate, load_sds_trusted_ca, secret_resource, Se
 mod route;
 mod source;
 mod tls;
+mod validation;
 mod walk;
 
 use std::path::Path;

@@ -295,10 +295,10 @@ fn network_filters(node: &Node<'_>, clusters: &ClusterNames) -> Result<NetworkFi
         let name_node = o.req("name")?;
         match name_node.as_str()? {
             "envoy.filters.network.http_connection_manager" | "envoy.http_connection_manager" => {
-                found.push(NetworkFilter::Http(http_connection_manager(
+                found.push(NetworkFilter::Http(Box::new(http_connection_manager(
                     &o.req("typed_config")?,
                     clusters,
-                )?));
+                )?)));
             }
             "envoy.filters.network.tcp_proxy" | "envoy.tcp_proxy" => {
                 found.push(NetworkFilter::TcpProxy(tcp_proxy(

@@ -148,7 +148,7 @@ impl FilterChain {
 #[derive(Debug, Clone)]
 pub enum NetworkFilter {
     /// `envoy.filters.network.http_connection_manager`.
-    Http(HttpConnectionManager),
+    Http(Box<HttpConnectionManager>),
     /// `envoy.filters.network.tcp_proxy`.
     TcpProxy(TcpProxy),
 }

@@ -15,7 +15,7 @@ use crate::error::ConfigError;
 use crate::model::DataSource;
 use crate::model::{SdsSecretRef, TlsCertificate};
 use crate::source::{read_config_text, yaml_text_to_json};
-use crate::tls::validation_context_ca;
+use crate::validation::validation_context_ca;
 use crate::walk::Node;
 use crate::walk::Result;
 

@@ -8,6 +8,7 @@ use crate::model::{
 };
 use crate::sds::sds_secret_ref;
 use crate::source::data_source;
+use crate::validation::validation_context;
 use crate::walk::{Node, Obj, Result};
 
 const DOWNSTREAM_TLS_CONTEXT: &str =
@@ -227,29 +228,6 @@ fn alpn(node: &Node<'_>) -> Result<Vec<String>> {
     Ok(protocols)
 }
 
-fn validation_context(node: &Node<'_>) -> Result<Option<DataSource>> {
-    let o = node.obj_with(
-        &["trusted_ca"],
-        &[
-            "ca_certificate_provider_instance",
-            "system_root_certs",
-            "watched_directory",
-            "verify_certificate_spki",
-            "verify_certificate_hash",
-            "match_typed_subject_alt_names",
-            "match_subject_alt_names",
-            "require_signed_certificate_timestamp",
-            "crl",
-            "allow_expired_certificate",
-            "trust_chain_verification",
-            "custom_validator_config",
-            "only_verify_leaf_cert_crl",
-            "max_verify_depth",
-        ],
-    )?;
-    o.get("trusted_ca").map(|t| data_source(&t)).transpose()
-}
-
 /// An upstream SDS reference: from a file only (an upstream context is built once, when the
 /// cluster is).
 fn file_sds(node: &Node<'_>) -> Result<SdsSecretRef> {
@@ -288,14 +266,6 @@ fn upstream_tls_params(node: &Node<'_>) -> Result<()> {
             .unsupported(Some("an upstream minimum above TLSv1_2")));
     }
     Ok(())
-}
-
-/// A `Secret`'s `validation_context`, which must hold `trusted_ca`.
-pub(crate) fn validation_context_ca(node: &Node<'_>) -> Result<DataSource> {
-    match validation_context(node)? {
-        Some(ca) => Ok(ca),
-        None => Err(node.err("needs trusted_ca")),
-    }
 }
 
 /// A cluster's `UpstreamTlsContext`.

@@ -20,101 +20,20 @@ pub mod bridge;
 pub mod descriptors;
 pub mod dump;
 pub mod kind;
+pub mod options;
 pub mod state;
+pub mod stats;
 pub mod stream;
 mod wire;
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use quickshake_config::{ApiConfigSource, Node};
-use quickshake_stats::{Counter, Gauge, Store};
+use quickshake_stats::Store;
 
 pub use kind::Kind;
+pub use options::{Resolver, Sink, XdsEndpoint, XdsOptions};
 pub use state::{Entry, Resources};
-pub use stream::XdsEndpoint;
-
-/// Where the data path takes a new set of resources. `apply` gets every accepted resource with
-/// the update in, and says whether it serves; an `Err` is sent back to the control plane as
-/// the NACK's message, so it names the resource and the field path.
-pub trait Sink: Send {
-    fn apply(&mut self, resources: &Resources) -> Result<(), String>;
-}
-
-/// What the client needs: who it is, the ADS source, and the xDS cluster's endpoint and TLS
-/// context (the cluster's `UpstreamTlsContext`; ALPN offers `h2`).
-#[derive(Clone)]
-pub struct XdsOptions {
-    pub node: Node,
-    pub ads: ApiConfigSource,
-    pub endpoint: XdsEndpoint,
-    pub tls: Option<Arc<quickshake_tls::ClientTls>>,
-    /// A static cluster's endpoint and TLS context, for the SDS streams of their own that
-    /// listeners name (`sds_config.api_config_source`).
-    pub resolve: Resolver,
-}
-
-/// How a stream to a named static cluster connects.
-pub type Resolver = Arc<
-    dyn Fn(&str) -> Result<(XdsEndpoint, Option<Arc<quickshake_tls::ClientTls>>), String>
-        + Send
-        + Sync,
->;
-
-impl std::fmt::Debug for XdsOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("XdsOptions")
-            .field("node", &self.node)
-            .field("ads", &self.ads)
-            .field("endpoint", &self.endpoint)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Envoy's update counters for one resource type.
-#[derive(Clone)]
-pub struct KindStats {
-    pub update_attempt: Counter,
-    pub update_success: Counter,
-    pub update_rejected: Counter,
-    pub version: Gauge,
-}
-
-/// `control_plane.connected_state` and the per-type update counters.
-#[derive(Clone)]
-pub struct XdsStats {
-    pub connected_state: Gauge,
-    kinds: Vec<(Kind, KindStats)>,
-}
-
-impl XdsStats {
-    pub fn new(store: &Store) -> Self {
-        let kinds = Kind::ALL
-            .into_iter()
-            .map(|k| {
-                let scope = k.stat_scope();
-                let c = |n: &str| store.counter(&format!("{scope}{n}"));
-                let s = KindStats {
-                    update_attempt: c("update_attempt"),
-                    update_success: c("update_success"),
-                    update_rejected: c("update_rejected"),
-                    version: store.gauge(&format!("{scope}version")),
-                };
-                (k, s)
-            })
-            .collect();
-        XdsStats {
-            connected_state: store.gauge("control_plane.connected_state"),
-            kinds,
-        }
-    }
-
-    pub fn kind(&self, k: Kind) -> &KindStats {
-        match self.kinds.iter().find(|(kk, _)| *kk == k) {
-            Some((_, s)) => s,
-            None => &self.kinds[0].1,
-        }
-    }
-}
+pub use stats::{KindStats, XdsStats};
 
 /// A running client: the accepted resources, for `/config_dump`.
 #[derive(Clone)]

@@ -3,7 +3,6 @@
 //! back with jittered exponential backoff when it breaks. Accepted resources stay in place while
 //! the control plane is away.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -21,18 +20,11 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 };
 use envoy_types::pb::envoy::service::secret::v3::secret_discovery_service_client::SecretDiscoveryServiceClient;
 
+use crate::kind::Kind;
+use crate::options::{Sink, XdsEndpoint, XdsOptions};
 use crate::state::{self, Incoming, Outgoing, Resources, Source, Stream, Verdict};
+use crate::stats::XdsStats;
 use crate::wire;
-use crate::{Kind, Sink, XdsOptions, XdsStats};
-
-/// Where the xDS cluster's one endpoint is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum XdsEndpoint {
-    /// A host (IP literal or DNS name, resolved at each connect) and port.
-    Tcp(String, u16),
-    /// `pipe.path`.
-    Unix(PathBuf),
-}
 
 /// Envoy's reconnect backoff: 500 ms doubling to 30 s, each wait drawn uniformly below the
 /// current ceiling ("full jitter").

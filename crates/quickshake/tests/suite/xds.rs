@@ -423,7 +423,7 @@ fn route_change_on_open_connection(plane: Plane, mode: Mode) {
     tcp.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
     let mut tls = connector.connect("localhost", tcp).expect("handshake");
-    let mut ask = |tls: &mut boring::ssl::SslStream<std::net::TcpStream>| {
+    let ask = |tls: &mut boring::ssl::SslStream<std::net::TcpStream>| {
         tls.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .expect("request");
         let (code, head) = support::read_http1_response(tls).expect("response");

@@ -1,0 +1,55 @@
+//! What the client is given: the node, the ADS source and how to reach static clusters, and the
+//! [`Sink`] that applies accepted resources.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use quickshake_config::{ApiConfigSource, Node};
+
+use crate::state::Resources;
+
+/// Where an xDS cluster's one endpoint is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum XdsEndpoint {
+    /// A host (IP literal or DNS name, resolved at each connect) and port.
+    Tcp(String, u16),
+    /// `pipe.path`.
+    Unix(PathBuf),
+}
+
+/// Where the data path takes a new set of resources. `apply` gets every accepted resource with
+/// the update in, and says whether it serves; an `Err` is sent back to the control plane as
+/// the NACK's message, so it names the resource and the field path.
+pub trait Sink: Send {
+    fn apply(&mut self, resources: &Resources) -> Result<(), String>;
+}
+
+/// What the client needs: who it is, the ADS source, and the xDS cluster's endpoint and TLS
+/// context (the cluster's `UpstreamTlsContext`; ALPN offers `h2`).
+#[derive(Clone)]
+pub struct XdsOptions {
+    pub node: Node,
+    pub ads: ApiConfigSource,
+    pub endpoint: XdsEndpoint,
+    pub tls: Option<Arc<quickshake_tls::ClientTls>>,
+    /// A static cluster's endpoint and TLS context, for the SDS streams of their own that
+    /// listeners name (`sds_config.api_config_source`).
+    pub resolve: Resolver,
+}
+
+/// How a stream to a named static cluster connects.
+pub type Resolver = Arc<
+    dyn Fn(&str) -> Result<(XdsEndpoint, Option<Arc<quickshake_tls::ClientTls>>), String>
+        + Send
+        + Sync,
+>;
+
+impl std::fmt::Debug for XdsOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdsOptions")
+            .field("node", &self.node)
+            .field("ads", &self.ads)
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
