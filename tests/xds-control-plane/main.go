@@ -19,6 +19,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -32,6 +34,7 @@ import (
 	"syscall"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
@@ -67,6 +70,9 @@ func main() {
 	grpcAddr := flag.String("grpc-addr", "", "gRPC (xDS) listen address, host:port")
 	grpcUnix := flag.String("grpc-unix", "", "gRPC (xDS) unix socket path")
 	httpAddr := flag.String("http-addr", "127.0.0.1:0", "admin HTTP listen address, host:port")
+	tlsCert := flag.String("tls-cert", "", "serve xDS over TLS with this PEM certificate (needs --tls-key)")
+	tlsKey := flag.String("tls-key", "", "PEM private key of --tls-cert")
+	clientCA := flag.String("tls-client-ca", "", "require client certificates signed by this PEM CA (mTLS)")
 	flag.Parse()
 	if *grpcAddr == "" && *grpcUnix == "" {
 		log.Fatal("give --grpc-addr and/or --grpc-unix")
@@ -79,7 +85,15 @@ func main() {
 	st := newStatus()
 	xds := server.NewServer(ctx, snapshots, st)
 
-	gs := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if *tlsCert != "" {
+		creds, err := serverTLS(*tlsCert, *tlsKey, *clientCA)
+		if err != nil {
+			log.Fatalf("TLS: %v", err)
+		}
+		opts = append(opts, grpc.Creds(creds))
+	}
+	gs := grpc.NewServer(opts...)
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(gs, xds)
 	listenerservice.RegisterListenerDiscoveryServiceServer(gs, xds)
 	routeservice.RegisterRouteDiscoveryServiceServer(gs, xds)
@@ -181,3 +195,26 @@ func (quietLogger) Debugf(string, ...any)             {}
 func (quietLogger) Infof(string, ...any)              {}
 func (quietLogger) Warnf(format string, args ...any)  { log.Printf("warn: "+format, args...) }
 func (quietLogger) Errorf(format string, args ...any) { log.Printf("error: "+format, args...) }
+
+// serverTLS is the xDS server's TLS (Envoy Gateway serves xDS over mTLS): a certificate, and
+// with a client CA, client certificates required and verified.
+func serverTLS(certFile, keyFile, clientCA string) (credentials.TransportCredentials, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if clientCA != "" {
+		pem, err := os.ReadFile(clientCA)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, errors.New("no certificate in " + clientCA)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return credentials.NewTLS(cfg), nil
+}

@@ -221,7 +221,7 @@ fn serve(
     admin.extra_dump = Some(Box::new(move || {
         let mut sections = dump_providers.config_dump();
         if let Some(x) = &xds {
-            sections.extend(quickshake_xds::dump::config_dump(&x.resources()));
+            sections.extend(x.config_dump());
         }
         sections
     }));

@@ -4,6 +4,7 @@
 //! `dynamic_endpoint_configs` and `SecretsConfigDump`'s `dynamic_active_secrets`, each with
 //! `version_info` and `last_updated`. Key material is redacted.
 
+use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
@@ -42,8 +43,10 @@ fn with_type(kind: Kind, e: &Entry) -> Value {
     v
 }
 
-/// The dump sections for the accepted dynamic resources.
-pub fn config_dump(resources: &Resources) -> Vec<Value> {
+/// The dump sections for the accepted dynamic resources; `versions` holds the `version_info` of
+/// the last accepted response of each type (each section's top-level `version_info`, as Envoy's).
+pub fn config_dump(resources: &Resources, versions: &BTreeMap<Kind, String>) -> Vec<Value> {
+    let version = |k: Kind| versions.get(&k).cloned().unwrap_or_default();
     let each = |k: Kind| resources.get(&k).into_iter().flatten();
     let listeners: Vec<Value> = each(Kind::Listener)
         .map(|(name, e)| {
@@ -77,8 +80,10 @@ pub fn config_dump(resources: &Resources) -> Vec<Value> {
         })
         .collect();
     vec![
-        json!({"@type": "type.googleapis.com/envoy.admin.v3.ListenersConfigDump", "dynamic_listeners": listeners}),
-        json!({"@type": "type.googleapis.com/envoy.admin.v3.ClustersConfigDump", "dynamic_active_clusters": clusters}),
+        json!({"@type": "type.googleapis.com/envoy.admin.v3.ListenersConfigDump",
+            "version_info": version(Kind::Listener), "dynamic_listeners": listeners}),
+        json!({"@type": "type.googleapis.com/envoy.admin.v3.ClustersConfigDump",
+            "version_info": version(Kind::Cluster), "dynamic_active_clusters": clusters}),
         json!({"@type": "type.googleapis.com/envoy.admin.v3.RoutesConfigDump", "dynamic_route_configs": routes}),
         json!({"@type": "type.googleapis.com/envoy.admin.v3.EndpointsConfigDump", "dynamic_endpoint_configs": endpoints}),
         json!({"@type": "type.googleapis.com/envoy.admin.v3.SecretsConfigDump", "dynamic_active_secrets": secrets}),

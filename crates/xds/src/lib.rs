@@ -39,6 +39,7 @@ pub use stats::{KindStats, XdsStats};
 #[derive(Clone)]
 pub struct XdsHandle {
     resources: Arc<Mutex<Resources>>,
+    versions: Arc<Mutex<std::collections::BTreeMap<Kind, String>>>,
 }
 
 impl XdsHandle {
@@ -49,14 +50,26 @@ impl XdsHandle {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
+
+    /// The `/config_dump` sections of the accepted resources.
+    pub fn config_dump(&self) -> Vec<serde_json::Value> {
+        let versions = self
+            .versions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        dump::config_dump(&self.resources(), &versions)
+    }
 }
 
 /// Start the client on a thread of its own (its own event loop); it runs for the life of the
 /// process.
 pub fn spawn(opts: XdsOptions, sink: Box<dyn Sink>, store: &Store) -> std::io::Result<XdsHandle> {
     let resources = Arc::new(Mutex::new(Resources::new()));
+    let versions = Arc::new(Mutex::new(std::collections::BTreeMap::new()));
     let handle = XdsHandle {
         resources: resources.clone(),
+        versions: versions.clone(),
     };
     let stats = XdsStats::new(store);
     // Decode the descriptors now: a broken descriptor set is a start-up error, not a NACK.
@@ -69,6 +82,7 @@ pub fn spawn(opts: XdsOptions, sink: Box<dyn Sink>, store: &Store) -> std::io::R
         resources,
         sink: Mutex::new(sink),
         stats,
+        versions,
         sds: Mutex::new(std::collections::BTreeSet::new()),
     });
     std::thread::Builder::new()

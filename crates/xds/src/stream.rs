@@ -123,6 +123,8 @@ pub(crate) struct Shared {
     pub(crate) resources: Arc<Mutex<Resources>>,
     pub(crate) sink: Mutex<Box<dyn Sink>>,
     pub(crate) stats: XdsStats,
+    /// The last accepted `version_info` of each type, for `/config_dump`.
+    pub(crate) versions: Arc<Mutex<std::collections::BTreeMap<Kind, String>>>,
     /// SDS streams of their own already started, by cluster.
     pub(crate) sds: Mutex<BTreeSet<String>>,
 }
@@ -350,6 +352,11 @@ fn handle(resp: Incoming, stream: &mut Stream, shared: &Shared) -> Vec<Outgoing>
             let s = stats.kind(kind);
             s.update_success.inc();
             s.version.set(version_hash(&version));
+            shared
+                .versions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(kind, version.clone());
             tracing::info!(kind = kind.noun(), %version, "xDS update accepted");
         }
         Verdict::Rejected { kind, message } => {

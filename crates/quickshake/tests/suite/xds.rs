@@ -213,13 +213,30 @@ fn tls_sds_rds_eds(plane: Plane, mode: Mode, unix: bool) {
     );
     let st = s.cp.type_status(NODE, SECRET);
     assert_eq!(st["last_acked_version"], "v1", "SDS ACKed: {st}");
-    if let DataPlane::Envoy(e) = &s.dp {
-        let dump = e.config_dump().to_string();
-        assert!(
-            dump.contains("\"version_info\":\"v1\""),
-            "config_dump: {dump}"
-        );
+    let dump = match &s.dp {
+        DataPlane::Envoy(e) => e.config_dump().to_string(),
+        DataPlane::Quickshake(g) => {
+            let (_, body) = g.admin_get("/config_dump");
+            serde_json::from_str::<Value>(&body)
+                .expect("config_dump JSON")
+                .to_string()
+        }
+    };
+    assert!(
+        dump.contains("\"version_info\":\"v1\""),
+        "config_dump: {dump}"
+    );
+    for section in [
+        "dynamic_listeners",
+        "dynamic_active_clusters",
+        "dynamic_active_secrets",
+    ] {
+        assert!(dump.contains(section), "config_dump has {section}: {dump}");
     }
+    assert!(
+        !dump.contains("PRIVATE KEY"),
+        "keys are redacted in config_dump"
+    );
 }
 
 /// b. A route change is applied in under a second (push to the first request that sees it),
@@ -531,6 +548,34 @@ fn sds_on_its_own_stream(plane: Plane, mode: Mode) {
     );
 }
 
+/// i. The xDS cluster over mTLS, its client certificate and CA from SDS files, as Envoy
+/// Gateway renders it: the stream comes up and the listener serves.
+fn xds_over_mtls(plane: Plane, mode: Mode) {
+    let cp = ControlPlane::start_tcp_mtls();
+    let (a, b) = (
+        Upstream::http(HttpOpts::default()),
+        Upstream::http(HttpOpts::default()),
+    );
+    let port = free_port();
+    let v1 = Want {
+        secret: plain_secret("server-cert", "rsa2048"),
+        cluster: "a",
+        tag: "v1",
+        listener: tls_listener("https", port, "server-cert", "routes"),
+    };
+    cp.push(NODE, "v1", resources(&v1, a.port, b.port));
+    let sds_dir = tempfile::tempdir().expect("tempdir");
+    let dp = DataPlane::start_mtls(plane, mode, NODE, &cp, sds_dir.path());
+    let s = Scene { cp, dp, port, a, b };
+    within(
+        &s,
+        "the listener serves v1 over an mTLS xDS stream",
+        Duration::from_secs(10),
+        || get(port).is_ok_and(|r| r == "v1"),
+    );
+    assert_eq!(s.dp.stat("control_plane.connected_state"), Some(1));
+}
+
 fn tls_sds_rds_eds_tcp(plane: Plane, mode: Mode) {
     tls_sds_rds_eds(plane, mode, false);
 }
@@ -544,6 +589,7 @@ per_plane!(tls_sds_rds_eds_unix, shared);
 per_plane!(route_change_under_load, exclusive);
 per_plane!(route_change_on_open_connection, shared);
 per_plane!(sds_on_its_own_stream, shared);
+per_plane!(xds_over_mtls, shared);
 per_plane!(secret_rotation_under_load, exclusive);
 per_plane!(bad_listener_nacked, shared);
 per_plane!(control_plane_restart, shared);

@@ -39,6 +39,8 @@ pub struct ControlPlane {
     pub grpc_unix: Option<PathBuf>,
     /// The admin API's port.
     pub http_port: u16,
+    /// Serves xDS over mTLS (certificate `rsa2048`, client certificates from `client-ca`).
+    pub mtls: bool,
     dir: tempfile::TempDir,
     starts: u32,
 }
@@ -47,6 +49,23 @@ impl ControlPlane {
     /// xDS on a free TCP port.
     pub fn start_tcp() -> ControlPlane {
         Self::start(Some(free_port()), false)
+    }
+
+    /// xDS on a TCP port over mTLS, as Envoy Gateway serves it: the server certificate is
+    /// `testdata/certs/rsa2048` (localhost), client certificates must chain to `client-ca`.
+    pub fn start_tcp_mtls() -> ControlPlane {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cp = ControlPlane {
+            child: None,
+            grpc_port: Some(free_port()),
+            grpc_unix: None,
+            http_port: free_port(),
+            mtls: true,
+            dir,
+            starts: 0,
+        };
+        cp.spawn();
+        cp
     }
 
     /// xDS on a unix socket in a temporary directory.
@@ -62,6 +81,7 @@ impl ControlPlane {
             grpc_port,
             grpc_unix,
             http_port: free_port(),
+            mtls: false,
             dir,
             starts: 0,
         };
@@ -84,6 +104,15 @@ impl ControlPlane {
         }
         if let Some(s) = &self.grpc_unix {
             cmd.arg("--grpc-unix").arg(s);
+        }
+        if self.mtls {
+            let certs = super::certs_dir();
+            cmd.arg("--tls-cert")
+                .arg(certs.join("rsa2048.cert.pem"))
+                .arg("--tls-key")
+                .arg(certs.join("rsa2048.key.pem"))
+                .arg("--tls-client-ca")
+                .arg(certs.join("client-ca.cert.pem"));
         }
         let child = cmd
             .stdout(logf.try_clone().expect("clone log"))

@@ -85,6 +85,54 @@ impl DataPlane {
         Self::start_with(plane, mode, node_id, cp, "")
     }
 
+    /// Start with the xDS cluster over mTLS as Envoy Gateway renders it: its client certificate
+    /// and trusted CA from SDS files (written to `sds_dir`).
+    pub fn start_mtls(
+        plane: Plane,
+        mode: Mode,
+        node_id: &str,
+        cp: &ControlPlane,
+        sds_dir: &std::path::Path,
+    ) -> DataPlane {
+        let pem = |f: &str| std::fs::read_to_string(certs_dir().join(f)).expect("test certificate");
+        let cert = json!({"resources": [{
+            "@type": SECRET, "name": "xds_certificate",
+            "tls_certificate": {
+                "certificate_chain": {"inline_string": pem("client.cert.pem")},
+                "private_key": {"inline_string": pem("client.key.pem")}}}]});
+        let ca = json!({"resources": [{
+            "@type": SECRET, "name": "xds_trusted_ca",
+            "validation_context": {"trusted_ca": {"inline_string": pem("rsa2048.cert.pem")}}}]});
+        let (cert_file, ca_file) = (
+            sds_dir.join("xds-certificate.json"),
+            sds_dir.join("xds-trusted-ca.json"),
+        );
+        std::fs::write(&cert_file, cert.to_string()).expect("write SDS file");
+        std::fs::write(&ca_file, ca.to_string()).expect("write SDS file");
+        let tls = format!(
+            r#"  - name: xds_cluster
+    transport_socket:
+      name: envoy.transport_sockets.tls
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext
+        sni: localhost
+        common_tls_context:
+          tls_params: {{ tls_maximum_protocol_version: TLSv1_3 }}
+          tls_certificate_sds_secret_configs:
+          - name: xds_certificate
+            sds_config: {{ path_config_source: {{ path: {} }}, resource_api_version: V3 }}
+          validation_context_sds_secret_config:
+            name: xds_trusted_ca
+            sds_config: {{ path_config_source: {{ path: {} }}, resource_api_version: V3 }}
+"#,
+            cert_file.display(),
+            ca_file.display()
+        );
+        Self::start_edited(plane, mode, node_id, cp, |b| {
+            b.replacen("  - name: xds_cluster\n", &tls, 1)
+        })
+    }
+
     /// Start with more static clusters (YAML list items, indented as `static_resources.clusters`
     /// entries) after the xDS cluster.
     pub fn start_with(
@@ -94,8 +142,19 @@ impl DataPlane {
         cp: &ControlPlane,
         extra_clusters: &str,
     ) -> DataPlane {
+        Self::start_edited(plane, mode, node_id, cp, |b| b + extra_clusters)
+    }
+
+    /// Start from [`xds_bootstrap`] as `edit` changes it.
+    fn start_edited(
+        plane: Plane,
+        mode: Mode,
+        node_id: &str,
+        cp: &ControlPlane,
+        edit: impl FnOnce(String) -> String,
+    ) -> DataPlane {
         let admin = free_port();
-        let bootstrap = xds_bootstrap(mode, node_id, cp, admin) + extra_clusters;
+        let bootstrap = edit(xds_bootstrap(mode, node_id, cp, admin));
         match plane {
             Plane::Envoy => DataPlane::Envoy(Envoy::start(&bootstrap, admin)),
             Plane::Quickshake => {
