@@ -217,6 +217,9 @@ fn serve(
         drain.clone(),
     );
     admin.node = cfg.node.clone();
+    if let Some(x) = xds.clone() {
+        admin.initialized = Some(Box::new(move || x.initialized()));
+    }
     let dump_providers = providers.clone();
     admin.extra_dump = Some(Box::new(move || {
         let mut sections = dump_providers.config_dump();
@@ -284,11 +287,24 @@ fn start_xds(
         providers.clone(),
         clusters.clone(),
     );
+    // Envoy's init manager waits for the first LDS and CDS answers, each up to its
+    // initial_fetch_timeout (0s: for ever).
+    let deadlines: Vec<Option<Duration>> = [&d.lds, &d.cds]
+        .into_iter()
+        .flatten()
+        .map(|s| s.initial_fetch_deadline())
+        .collect();
+    let initial_fetch = if deadlines.iter().any(Option::is_none) {
+        None
+    } else {
+        Some(deadlines.into_iter().flatten().max().unwrap_or_default())
+    };
     let opts = quickshake_xds::XdsOptions {
         node: cfg.node.clone(),
         ads: ads.clone(),
         endpoint,
         tls,
+        initial_fetch,
         resolve,
     };
     tracing::info!(cluster = %ads.cluster_name, api_type = ?ads.api_type, "starting the xDS client");

@@ -26,6 +26,10 @@ pub struct GatewayAdmin {
     pub drain: DrainHandle,
     /// The bootstrap's `node` after the `--service-*` flags, as `/server_info`'s `node`.
     pub node: quickshake_config::Node,
+    /// Whether initialization is done (with xDS: LDS and CDS answered, or their
+    /// `initial_fetch_timeout` passed); `None`: from the start. Until then the state is
+    /// `INITIALIZING` and `/ready` answers 503, as Envoy's.
+    pub initialized: Option<Box<dyn Fn() -> bool + Send + Sync>>,
     pub health_check_failed: AtomicBool,
     pub started: Instant,
     pub started_epoch: u64,
@@ -52,6 +56,7 @@ impl GatewayAdmin {
             extra_dump: None,
             drain,
             node: quickshake_config::Node::default(),
+            initialized: None,
             health_check_failed: AtomicBool::new(false),
             started: Instant::now(),
             started_epoch,
@@ -61,6 +66,8 @@ impl GatewayAdmin {
     fn state(&self) -> &'static str {
         if self.drain.is_draining() {
             "DRAINING"
+        } else if self.initialized.as_ref().is_some_and(|f| !f()) {
+            "INITIALIZING"
         } else {
             "LIVE"
         }
@@ -125,7 +132,14 @@ impl AdminState for GatewayAdmin {
     }
 
     fn is_live(&self) -> bool {
-        !self.drain.is_draining()
+        let state = self.state();
+        // Envoy's `server.state`: 0 LIVE, 1 DRAINING, 3 INITIALIZING.
+        self.store.gauge("server.state").set(match state {
+            "LIVE" => 0,
+            "DRAINING" => 1,
+            _ => 3,
+        });
+        state == "LIVE"
     }
 
     fn set_health_check_failed(&self, failed: bool) {

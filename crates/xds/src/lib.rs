@@ -38,6 +38,10 @@ pub use stats::{KindStats, XdsStats};
 /// A running client: the accepted resources, for `/config_dump`.
 #[derive(Clone)]
 pub struct XdsHandle {
+    started: std::time::Instant,
+    /// Envoy's initialization: done when LDS and CDS have each been accepted once, or when
+    /// this much time has passed (`None`: wait for them).
+    initial_fetch: Option<std::time::Duration>,
     resources: Arc<Mutex<Resources>>,
     versions: Arc<Mutex<std::collections::BTreeMap<Kind, String>>>,
 }
@@ -49,6 +53,16 @@ impl XdsHandle {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Whether initialization is done: listeners and clusters have each been accepted once, or
+    /// the initial fetch timeout has passed.
+    pub fn initialized(&self) -> bool {
+        let versions = self.versions.lock().unwrap_or_else(PoisonError::into_inner);
+        (versions.contains_key(&Kind::Listener) && versions.contains_key(&Kind::Cluster))
+            || self
+                .initial_fetch
+                .is_some_and(|d| self.started.elapsed() >= d)
     }
 
     /// The `/config_dump` sections of the accepted resources.
@@ -68,6 +82,8 @@ pub fn spawn(opts: XdsOptions, sink: Box<dyn Sink>, store: &Store) -> std::io::R
     let resources = Arc::new(Mutex::new(Resources::new()));
     let versions = Arc::new(Mutex::new(std::collections::BTreeMap::new()));
     let handle = XdsHandle {
+        started: std::time::Instant::now(),
+        initial_fetch: opts.initial_fetch,
         resources: resources.clone(),
         versions: versions.clone(),
     };

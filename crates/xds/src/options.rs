@@ -32,6 +32,9 @@ pub struct XdsOptions {
     pub ads: ApiConfigSource,
     pub endpoint: XdsEndpoint,
     pub tls: Option<Arc<quickshake_tls::ClientTls>>,
+    /// How long initialization waits for the first listeners and clusters (the longest of
+    /// `lds_config` and `cds_config`'s `initial_fetch_timeout`; `None`: for ever).
+    pub initial_fetch: Option<std::time::Duration>,
     /// A static cluster's endpoint and TLS context, for the SDS streams of their own that
     /// listeners name (`sds_config.api_config_source`).
     pub resolve: Resolver,
@@ -50,6 +53,7 @@ impl std::fmt::Debug for XdsOptions {
             .field("node", &self.node)
             .field("ads", &self.ads)
             .field("endpoint", &self.endpoint)
+            .field("initial_fetch", &self.initial_fetch)
             .finish_non_exhaustive()
     }
 }

@@ -95,7 +95,8 @@ fn envoy_gateway_bootstrap_validates_and_runs() {
     let files: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
     let mut argv = vec!["--config-yaml", EG];
     argv.extend(flags.iter().copied());
-    let gw = Gateway::start_argv(&files, &argv);
+    // initial_fetch_timeout 0s and no control plane: INITIALIZING for ever, as Envoy would be.
+    let gw = Gateway::start_argv_initializing(&files, &argv);
     // The stats listener: normalize_path, a `:method` matcher, proxied to the admin endpoint.
     let (code, body) = http_get(gw.port, "/stats/../stats/prometheus").expect("stats listener");
     assert_eq!(code, 200, "{body}");
@@ -117,7 +118,7 @@ fn istio_sidecar_bootstrap_validates_and_runs() {
     );
     let mut argv = vec!["-c", "{{DIR}}/bootstrap.json"];
     argv.extend(PILOT_AGENT_FLAGS.iter().copied());
-    let gw = Gateway::start_argv(&[("bootstrap.json", ISTIO)], &argv);
+    let gw = Gateway::start_argv_initializing(&[("bootstrap.json", ISTIO)], &argv);
     // Istio's prometheus listener compresses the stats (brotli, zstd, gzip filters in order).
     let out = curl(&[
         "-s",

@@ -208,6 +208,28 @@ impl Gateway {
     /// bootstrap in `--config-yaml`): each argument, and each `(name, template)` of `files`
     /// (written to `{{DIR}}/name` first), has its placeholders replaced as [`render`] does.
     pub fn start_argv(files: &[(&str, &str)], args: &[&str]) -> Gateway {
+        let mut gw = Self::spawn_argv(files, args);
+        gw.wait_ready();
+        gw
+    }
+
+    /// [`Self::start_argv`] for a gateway that stays INITIALIZING (xDS with no control plane and
+    /// `initial_fetch_timeout: 0s`): waits until the admin endpoint answers `/ready` with 503
+    /// `INITIALIZING`.
+    pub fn start_argv_initializing(files: &[(&str, &str)], args: &[&str]) -> Gateway {
+        let gw = Self::spawn_argv(files, args);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok((503, body)) = http_get(gw.admin, "/ready") {
+                assert!(body.contains("INITIALIZING"), "{body}");
+                return gw;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("no admin endpoint after 20 s:\n{}", gw.log_text());
+    }
+
+    fn spawn_argv(files: &[(&str, &str)], args: &[&str]) -> Gateway {
         assert_suite_lock_held();
         let dir = tempfile::tempdir().expect("tempdir");
         let (port, port2, admin) = (free_port(), free_port(), free_port());
@@ -224,16 +246,14 @@ impl Gateway {
             .stderr(logf)
             .spawn()
             .expect("spawn quickshake");
-        let mut gw = Gateway {
+        Gateway {
             child: Some(child),
             port,
             port2,
             admin,
             dir,
             log,
-        };
-        gw.wait_ready();
-        gw
+        }
     }
 
     fn wait_ready(&mut self) {
