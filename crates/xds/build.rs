@@ -1,11 +1,49 @@
 //! Finds the descriptor set that the `envoy-types` crate ships beside its generated code
-//! (`src/generated/types.bin`: every Envoy, xDS and Google message it was generated from) and
-//! copies it into OUT_DIR, so the bridge can decode any Envoy resource by reflection. The crate
-//! does not export it, so its source directory is asked of `cargo metadata` (which works with
-//! the registry, vendored sources and path overrides alike).
+//! (`src/generated/types.bin`: every Envoy, xDS and Google message it was generated from), keeps
+//! the files that define the messages quickshake's configuration accepts and the files they
+//! import, and writes that smaller set into OUT_DIR for the bridge to decode resources by
+//! reflection. (The whole set costs ~45 MiB of heap once decoded; a resource of a type left out
+//! is refused with its type URL, as the configuration would refuse it anyway.) The crate does
+//! not export the file, so its source directory is asked of `cargo metadata`, which works with
+//! the registry, vendored sources and path overrides alike.
 
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::process::Command;
+
+use prost::Message;
+use prost_types::FileDescriptorSet;
+
+/// Every message a resource or a `typed_config` in one may be: the xDS resource types and the
+/// extensions the configuration crate implements.
+const ROOTS: &[&str] = &[
+    "envoy.config.listener.v3.Listener",
+    "envoy.config.route.v3.RouteConfiguration",
+    "envoy.config.cluster.v3.Cluster",
+    "envoy.config.endpoint.v3.ClusterLoadAssignment",
+    "envoy.extensions.transport_sockets.tls.v3.Secret",
+    "envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+    "envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+    "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+    "envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy",
+    "envoy.extensions.filters.listener.proxy_protocol.v3.ProxyProtocol",
+    "envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector",
+    "envoy.extensions.filters.http.router.v3.Router",
+    "envoy.extensions.filters.http.health_check.v3.HealthCheck",
+    "envoy.extensions.filters.http.compressor.v3.Compressor",
+    "envoy.extensions.compression.gzip.compressor.v3.Gzip",
+    "envoy.extensions.compression.brotli.compressor.v3.Brotli",
+    "envoy.extensions.compression.zstd.compressor.v3.Zstd",
+    "envoy.extensions.access_loggers.file.v3.FileAccessLog",
+    "envoy.extensions.access_loggers.stream.v3.StdoutAccessLog",
+    "envoy.extensions.access_loggers.stream.v3.StderrAccessLog",
+    "envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+    "envoy.extensions.upstreams.tcp.v3.TcpProtocolOptions",
+    "envoy.extensions.load_balancing_policies.round_robin.v3.RoundRobin",
+    "envoy.extensions.load_balancing_policies.least_request.v3.LeastRequest",
+    "google.protobuf.Struct",
+    "google.protobuf.Duration",
+];
 
 fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -38,8 +76,53 @@ fn main() {
         .parent()
         .expect("a manifest has a directory")
         .join("src/generated/types.bin");
-    std::fs::copy(&bin, out.join("envoy_types.bin"))
-        .unwrap_or_else(|e| panic!("cannot copy {}: {e}", bin.display()));
+    let bytes =
+        std::fs::read(&bin).unwrap_or_else(|e| panic!("cannot read {}: {e}", bin.display()));
+    let set = FileDescriptorSet::decode(bytes.as_slice()).expect("envoy-types' descriptor set");
+    let pruned = prune(set);
+    std::fs::write(out.join("envoy_types.bin"), pruned.encode_to_vec())
+        .expect("cannot write the descriptor set");
     println!("cargo:rerun-if-changed={}", bin.display());
     println!("cargo:rerun-if-changed=build.rs");
+}
+
+/// The files defining [`ROOTS`] and everything they import, in the set's order.
+fn prune(set: FileDescriptorSet) -> FileDescriptorSet {
+    let mut defined: HashMap<String, String> = HashMap::new();
+    for f in &set.file {
+        let package = f.package.clone().unwrap_or_default();
+        for m in &f.message_type {
+            defined.insert(
+                format!("{package}.{}", m.name.clone().unwrap_or_default()),
+                f.name.clone().unwrap_or_default(),
+            );
+        }
+    }
+    let imports: HashMap<String, Vec<String>> = set
+        .file
+        .iter()
+        .map(|f| (f.name.clone().unwrap_or_default(), f.dependency.clone()))
+        .collect();
+    let mut keep = BTreeSet::new();
+    let mut todo: Vec<String> = ROOTS
+        .iter()
+        .map(|m| {
+            defined
+                .get(*m)
+                .unwrap_or_else(|| panic!("{m} is not in envoy-types' descriptor set"))
+                .clone()
+        })
+        .collect();
+    while let Some(f) = todo.pop() {
+        if keep.insert(f.clone()) {
+            todo.extend(imports.get(&f).cloned().unwrap_or_default());
+        }
+    }
+    FileDescriptorSet {
+        file: set
+            .file
+            .into_iter()
+            .filter(|f| keep.contains(f.name.as_deref().unwrap_or_default()))
+            .collect(),
+    }
 }

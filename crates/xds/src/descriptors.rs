@@ -2,7 +2,9 @@
 //! generated from (its shipped descriptor set), plus the few that crate does not carry, declared
 //! here: the contrib private key providers (`cryptomb`, `qat`), quickshake's own batching
 //! provider, and `TypedStruct` (`udpa.type.v1` and `xds.type.v3`, as Istio wraps extensions).
-//! Field numbers and names are those of Envoy's `.proto` files.
+//! Field numbers and names are those of Envoy's `.proto` files. The shipped set is pruned at
+//! build time (`build.rs`) to the files the accepted message types need (1.2 of 3.4 MB; the
+//! decoded pool is most of the xDS client's resident memory).
 
 use std::sync::OnceLock;
 
