@@ -576,6 +576,47 @@ fn xds_over_mtls(plane: Plane, mode: Mode) {
     assert_eq!(s.dp.stat("control_plane.connected_state"), Some(1));
 }
 
+/// j. A listener removed and another added: the old port stops accepting (its open connection
+/// still finishes its next request), the new one serves.
+fn listener_removed_and_added(plane: Plane, mode: Mode) {
+    use std::io::Write;
+    let s = Scene::start(plane, mode, false, plain_secret("server-cert", "rsa2048"));
+    let connector = crate::support::tls_client::connector(&Default::default()).expect("client");
+    let tcp = std::net::TcpStream::connect(("127.0.0.1", s.port)).expect("connect");
+    tcp.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut open = connector.connect("localhost", tcp).expect("handshake");
+    let new_port = free_port();
+    s.push(
+        "v2",
+        &Want {
+            secret: plain_secret("server-cert", "rsa2048"),
+            cluster: "a",
+            tag: "v1",
+            listener: tls_listener("https-2", new_port, "server-cert", "routes"),
+        },
+    );
+    within(
+        &s,
+        "the new listener serves",
+        Duration::from_secs(5),
+        || get(new_port).is_ok(),
+    );
+    within(
+        &s,
+        "the old listener stops accepting",
+        Duration::from_secs(5),
+        || std::net::TcpStream::connect(("127.0.0.1", s.port)).is_err(),
+    );
+    open.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .expect("request on the open connection");
+    let (code, _) = support::read_http1_response(&mut open).expect("its answer");
+    assert_eq!(
+        code, 200,
+        "the removed listener's open connection finishes its request"
+    );
+}
+
 fn tls_sds_rds_eds_tcp(plane: Plane, mode: Mode) {
     tls_sds_rds_eds(plane, mode, false);
 }
@@ -590,6 +631,7 @@ per_plane!(route_change_under_load, exclusive);
 per_plane!(route_change_on_open_connection, shared);
 per_plane!(sds_on_its_own_stream, shared);
 per_plane!(xds_over_mtls, shared);
+per_plane!(listener_removed_and_added, shared);
 per_plane!(secret_rotation_under_load, exclusive);
 per_plane!(bad_listener_nacked, shared);
 per_plane!(control_plane_restart, shared);
