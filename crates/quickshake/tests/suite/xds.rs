@@ -1,8 +1,7 @@
 //! xDS end to end: a real control plane (`tests/xds-control-plane`, go-control-plane) feeds a
 //! data plane over ADS, state of the world and delta, and real clients (curl, quickshake-bench,
 //! a BoringSSL client) check what it serves. Each scenario runs against Envoy 1.39.3, the
-//! reference, and against quickshake on the same bootstrap; quickshake's are ignored until its
-//! xDS client lands (issue 14).
+//! reference, and against quickshake on the same bootstrap.
 //!
 //! The configuration: a TLS listener whose certificate comes by SDS, its routes by RDS, to an
 //! EDS cluster of a real upstream (`support::upstreams`), all over one ADS stream.
