@@ -48,6 +48,7 @@ pub struct DynamicConfig {
     cluster_prints: HashMap<String, u64>,
     endpoint_prints: HashMap<String, u64>,
     warming_logged: Vec<(String, String)>,
+    warming: bool,
 }
 
 impl DynamicConfig {
@@ -68,6 +69,7 @@ impl DynamicConfig {
             cluster_prints: HashMap::new(),
             endpoint_prints: HashMap::new(),
             warming_logged: Vec::new(),
+            warming: false,
         }
     }
 
@@ -254,6 +256,7 @@ impl Sink for DynamicConfig {
     fn apply(&mut self, resources: &Resources) -> Result<(), String> {
         let a = assemble(&self.boot, resources)?;
         self.check_addresses(&a)?;
+        self.warming = !a.warming.is_empty();
         for w in &a.warming {
             if !self.warming_logged.contains(w) {
                 tracing::info!(listener = %w.0, waiting_for = %w.1, "listener warming");
@@ -262,5 +265,9 @@ impl Sink for DynamicConfig {
         }
         self.apply_clusters(&a)?;
         self.apply_listeners(&a)
+    }
+
+    fn warming(&self) -> bool {
+        self.warming
     }
 }

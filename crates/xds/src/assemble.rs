@@ -14,7 +14,7 @@ use std::hash::{Hash, Hasher};
 use quickshake_config::{
     cluster_load_assignment, cluster_resource, listener_resource, route_configuration,
     secret_resource, Bootstrap, Cluster, ClusterDiscovery, ConfigSourceKind, Endpoint, Listener,
-    NetworkFilter, RouteSource, SecretKind,
+    NetworkFilter, RouteConfig, RouteSource, SecretKind,
 };
 use serde_json::Value;
 
@@ -120,23 +120,35 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
         for chain in &mut l.filter_chains {
             if let NetworkFilter::Http(hcm) = &mut chain.network {
                 if let RouteSource::Rds {
-                    route_config_name, ..
+                    route_config_name,
+                    config_source,
                 } = &hcm.routes
                 {
-                    let Some(r) = resources
-                        .get(&Kind::Route)
-                        .and_then(|m| m.get(route_config_name))
-                    else {
-                        out.warming.push((
-                            name.clone(),
-                            format!("route configuration '{route_config_name}'"),
-                        ));
-                        continue 'listeners;
-                    };
-                    let rc = route_configuration(&r.json, "")
-                        .map_err(|err| nack(Kind::Route, route_config_name, &err))?;
-                    route_parts.push(&r.json);
-                    hcm.routes = RouteSource::Static(rc);
+                    let rds_name = route_config_name.clone();
+                    let deadline = config_source.initial_fetch_deadline();
+                    match resources.get(&Kind::Route).and_then(|m| m.get(&rds_name)) {
+                        Some(r) => {
+                            let rc = route_configuration(&r.json, "")
+                                .map_err(|err| nack(Kind::Route, &rds_name, &err))?;
+                            route_parts.push(&r.json);
+                            hcm.routes = RouteSource::Static(rc);
+                        }
+                        // Envoy serves a warming listener once its route configuration's
+                        // initial_fetch_timeout has passed: with no routes (404) until it comes.
+                        None if deadline
+                            .is_some_and(|d| e.last_updated.elapsed().unwrap_or_default() >= d) =>
+                        {
+                            hcm.routes = RouteSource::Static(RouteConfig {
+                                name: rds_name,
+                                ..RouteConfig::default()
+                            });
+                        }
+                        None => {
+                            out.warming
+                                .push((name.clone(), format!("route configuration '{rds_name}'")));
+                            continue 'listeners;
+                        }
+                    }
                 }
             }
             let Some(tls) = &mut chain.tls else { continue };

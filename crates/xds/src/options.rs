@@ -22,6 +22,13 @@ pub enum XdsEndpoint {
 /// the NACK's message, so it names the resource and the field path.
 pub trait Sink: Send {
     fn apply(&mut self, resources: &Resources) -> Result<(), String>;
+
+    /// Whether a listener is waiting for a route configuration or secret (the client then
+    /// applies the same resources again each second, so a listener whose wait passed its
+    /// `initial_fetch_timeout` starts serving).
+    fn warming(&self) -> bool {
+        false
+    }
 }
 
 /// What the client needs: who it is, the ADS source, and the xDS cluster's endpoint and TLS

@@ -307,10 +307,24 @@ async fn session(
         shared.stats.connected_state.set(1);
     }
     backoff.reset();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let resp = match &mut inbound {
-            Inbound::Sotw(s) => s.message().await?.map(wire::sotw_response),
-            Inbound::Delta(s) => s.message().await?.map(wire::delta_response),
+        let next = async {
+            match &mut inbound {
+                Inbound::Sotw(s) => s.message().await.map(|m| m.map(wire::sotw_response)),
+                Inbound::Delta(s) => s.message().await.map(|m| m.map(wire::delta_response)),
+            }
+        };
+        let resp = tokio::select! {
+            r = next => r?,
+            _ = tick.tick() => {
+                // Listeners still warming may have passed their initial_fetch_timeout.
+                if spec.service == Service::Ads {
+                    rewarm(shared);
+                }
+                continue;
+            }
         };
         let Some(resp) = resp else { return Ok(()) };
         for o in handle(resp, stream, shared) {
@@ -329,6 +343,23 @@ async fn session(
 enum Inbound {
     Sotw(tonic::Streaming<DiscoveryResponse>),
     Delta(tonic::Streaming<DeltaDiscoveryResponse>),
+}
+
+/// Apply the accepted resources again when a listener is warming: one whose route
+/// configuration has not come within its `initial_fetch_timeout` is then served without it.
+fn rewarm(shared: &Shared) {
+    let mut sink = shared.sink.lock().unwrap_or_else(PoisonError::into_inner);
+    if !sink.warming() {
+        return;
+    }
+    let current = shared
+        .resources
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    if let Err(e) = sink.apply(&current) {
+        tracing::warn!(error = %e, "re-applying warming listeners failed");
+    }
 }
 
 fn handle(resp: Incoming, stream: &mut Stream, shared: &Shared) -> Vec<Outgoing> {

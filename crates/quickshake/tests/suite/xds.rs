@@ -616,6 +616,48 @@ fn listener_removed_and_added(plane: Plane, mode: Mode) {
     );
 }
 
+/// k. A listener whose route configuration never comes starts serving when the RDS source's
+/// `initial_fetch_timeout` (1 s here) has passed, with no routes: 404, as Envoy does.
+fn warming_listener_times_out(plane: Plane, mode: Mode) {
+    let cp = ControlPlane::start_tcp();
+    let (a, b) = (
+        Upstream::http(HttpOpts::default()),
+        Upstream::http(HttpOpts::default()),
+    );
+    let port = free_port();
+    let mut listener = tls_listener("https", port, "server-cert", "nowhere");
+    listener["filter_chains"][0]["filters"][0]["typed_config"]["rds"]["config_source"]
+        ["initial_fetch_timeout"] = json!("1s");
+    let v1 = Want {
+        secret: plain_secret("server-cert", "rsa2048"),
+        cluster: "a",
+        tag: "v1",
+        listener,
+    };
+    cp.push(NODE, "v1", resources(&v1, a.port, b.port));
+    let dp = DataPlane::start(plane, mode, NODE, &cp);
+    let s = Scene { cp, dp, port, a, b };
+    let code = || {
+        let out = curl(&[
+            "-k",
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("https://localhost:{port}/"),
+        ]);
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let took = within(
+        &s,
+        "the listener serves without routes",
+        Duration::from_secs(10),
+        || code() == "404",
+    );
+    eprintln!("{plane:?} {mode:?}: warming listener served {took:?} after start");
+}
+
 fn tls_sds_rds_eds_tcp(plane: Plane, mode: Mode) {
     tls_sds_rds_eds(plane, mode, false);
 }
@@ -631,6 +673,7 @@ per_plane!(route_change_on_open_connection, shared);
 per_plane!(sds_on_its_own_stream, shared);
 per_plane!(xds_over_mtls, shared);
 per_plane!(listener_removed_and_added, shared);
+per_plane!(warming_listener_times_out, shared);
 per_plane!(secret_rotation_under_load, exclusive);
 per_plane!(bad_listener_nacked, shared);
 per_plane!(control_plane_restart, shared);
