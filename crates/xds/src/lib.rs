@@ -44,6 +44,7 @@ pub struct XdsHandle {
     initial_fetch: Option<std::time::Duration>,
     resources: Arc<Mutex<Resources>>,
     versions: Arc<Mutex<std::collections::BTreeMap<Kind, String>>>,
+    warming: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl XdsHandle {
@@ -55,11 +56,13 @@ impl XdsHandle {
             .clone()
     }
 
-    /// Whether initialization is done: listeners and clusters have each been accepted once, or
-    /// the initial fetch timeout has passed.
+    /// Whether initialization is done, as Envoy's init manager decides it: listeners and
+    /// clusters have each been accepted once and no listener is warming (waiting for its routes
+    /// or secrets), or the initial fetch timeout has passed.
     pub fn initialized(&self) -> bool {
         let versions = self.versions.lock().unwrap_or_else(PoisonError::into_inner);
-        (versions.contains_key(&Kind::Listener) && versions.contains_key(&Kind::Cluster))
+        let warm = !self.warming.load(std::sync::atomic::Ordering::Acquire);
+        (versions.contains_key(&Kind::Listener) && versions.contains_key(&Kind::Cluster) && warm)
             || self
                 .initial_fetch
                 .is_some_and(|d| self.started.elapsed() >= d)
@@ -81,11 +84,13 @@ impl XdsHandle {
 pub fn spawn(opts: XdsOptions, sink: Box<dyn Sink>, store: &Store) -> std::io::Result<XdsHandle> {
     let resources = Arc::new(Mutex::new(Resources::new()));
     let versions = Arc::new(Mutex::new(std::collections::BTreeMap::new()));
+    let warming = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let handle = XdsHandle {
         started: std::time::Instant::now(),
         initial_fetch: opts.initial_fetch,
         resources: resources.clone(),
         versions: versions.clone(),
+        warming: warming.clone(),
     };
     let stats = XdsStats::new(store);
     // Decode the descriptors now: a broken descriptor set is a start-up error, not a NACK.
@@ -99,6 +104,7 @@ pub fn spawn(opts: XdsOptions, sink: Box<dyn Sink>, store: &Store) -> std::io::R
         sink: Mutex::new(sink),
         stats,
         versions,
+        warming,
         sds: Mutex::new(std::collections::BTreeSet::new()),
     });
     std::thread::Builder::new()

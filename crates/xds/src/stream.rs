@@ -123,6 +123,8 @@ pub(crate) struct Shared {
     pub(crate) resources: Arc<Mutex<Resources>>,
     pub(crate) sink: Mutex<Box<dyn Sink>>,
     pub(crate) stats: XdsStats,
+    /// Whether a listener is warming (the sink's word after its last apply), for readiness.
+    pub(crate) warming: Arc<std::sync::atomic::AtomicBool>,
     /// The last accepted `version_info` of each type, for `/config_dump`.
     pub(crate) versions: Arc<Mutex<std::collections::BTreeMap<Kind, String>>>,
     /// SDS streams of their own already started, by cluster.
@@ -360,6 +362,9 @@ fn rewarm(shared: &Shared) {
     if let Err(e) = sink.apply(&current) {
         tracing::warn!(error = %e, "re-applying warming listeners failed");
     }
+    shared
+        .warming
+        .store(sink.warming(), std::sync::atomic::Ordering::Release);
 }
 
 fn handle(resp: Incoming, stream: &mut Stream, shared: &Shared) -> Vec<Outgoing> {
@@ -374,6 +379,9 @@ fn handle(resp: Incoming, stream: &mut Stream, shared: &Shared) -> Vec<Outgoing>
     }
     let mut sink = shared.sink.lock().unwrap_or_else(PoisonError::into_inner);
     let (out, verdict) = stream.respond(resp, &mut current, &mut |c| sink.apply(c));
+    shared
+        .warming
+        .store(sink.warming(), std::sync::atomic::Ordering::Release);
     match verdict {
         Verdict::Accepted { kind, version } => {
             *shared
