@@ -316,7 +316,12 @@ fn static_resources(node: &Node<'_>) -> Result<(Vec<Listener>, Vec<Cluster>)> {
     Ok((listeners, clusters))
 }
 
-fn check_addresses(listeners: &[Listener], admin: Option<&Admin>) -> Result<()> {
+/// No two listeners (nor a listener and the admin endpoint) on one address: the bootstrap's,
+/// and with those a control plane adds (`crate::check_listener_addresses`).
+pub(crate) fn check_addresses<'a>(
+    listeners: impl IntoIterator<Item = &'a Listener>,
+    admin: Option<&Admin>,
+) -> Result<()> {
     let mut seen: HashMap<SocketAddr, String> = HashMap::new();
     if let Some(a) = admin {
         if a.address.port() != 0 {

@@ -51,6 +51,16 @@ pub fn redacted_json(v: &serde_json::Value) -> serde_json::Value {
     dump::redacted(v)
 }
 
+/// Check that no two of `listeners` (the bootstrap's and those from a control plane), nor one
+/// of them and the admin endpoint, share an address; the error names the second listener's
+/// `address` field.
+pub fn check_listener_addresses<'a>(
+    listeners: impl IntoIterator<Item = &'a Listener>,
+    admin: Option<&Admin>,
+) -> Result<(), ConfigError> {
+    bootstrap::check_addresses(listeners, admin)
+}
+
 /// Parse one `Listener` resource as the xDS client receives it (its JSON form). Field paths in
 /// errors are relative to the listener (`filter_chains[0].filters[0]...`), in the same words
 /// as the static configuration's. `clusters` are the names routes and tcp proxies may use.

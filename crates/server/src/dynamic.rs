@@ -12,11 +12,11 @@
 //! Nothing changes unless the whole update builds: an error is returned for the NACK and the
 //! previous configuration keeps serving.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use quickshake_config::{Bootstrap, Listener};
+use quickshake_config::{check_listener_addresses, Bootstrap, Listener};
 use quickshake_keyprovider::Providers;
 use quickshake_stats::Store;
 use quickshake_upstream::ClusterManager;
@@ -73,29 +73,21 @@ impl DynamicConfig {
         }
     }
 
+    /// The bootstrap's listener address check, over static and dynamic listeners together.
     fn check_addresses(&self, a: &Assembled) -> Result<(), String> {
-        let mut seen: BTreeMap<SocketAddr, &str> = self
-            .boot
-            .listeners
-            .iter()
-            .map(|l| (l.address, l.name.as_str()))
-            .collect();
-        if let Some(admin) = &self.boot.admin {
-            seen.insert(admin.address, "admin");
-        }
-        for b in &a.listeners {
-            let l = &b.value;
-            if l.address.port() == 0 {
-                continue;
-            }
-            if let Some(other) = seen.insert(l.address, &l.name) {
-                return Err(format!(
-                    "Error adding/updating listener(s) {}: address: {} is already used by {other}",
-                    l.name, l.address
-                ));
-            }
-        }
-        Ok(())
+        let dynamic = a.listeners.iter().map(|b| &b.value);
+        check_listener_addresses(
+            self.boot.listeners.iter().chain(dynamic),
+            self.boot.admin.as_ref(),
+        )
+        .map_err(|e| {
+            let name = a
+                .listeners
+                .iter()
+                .find(|b| e.path().is_some_and(|p| p.starts_with(&b.value.path)))
+                .map_or("", |b| b.value.name.as_str());
+            format!("Error adding/updating listener(s) {name}: {e}")
+        })
     }
 
     fn apply_clusters(&mut self, a: &Assembled) -> Result<(), String> {

@@ -35,25 +35,10 @@ fn field(name: &str, number: i32, ty: Type, type_name: Option<&str>) -> FieldDes
         label: Some(Label::Optional as i32),
         r#type: Some(ty as i32),
         type_name: type_name.map(str::to_owned),
-        json_name: Some(json_name(name)),
+        // No json_name: the bridge writes proto field names, and prost-reflect derives the
+        // lowerCamelCase one when it is absent.
         ..Default::default()
     }
-}
-
-fn json_name(name: &str) -> String {
-    let mut out = String::new();
-    let mut upper = false;
-    for c in name.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.push(c.to_ascii_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 fn message(name: &str, fields: Vec<FieldDescriptorProto>) -> DescriptorProto {

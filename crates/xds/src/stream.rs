@@ -357,8 +357,7 @@ fn rewarm(shared: &Shared) {
     let current = shared
         .resources
         .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
+        .unwrap_or_else(PoisonError::into_inner);
     if let Err(e) = sink.apply(&current) {
         tracing::warn!(error = %e, "re-applying warming listeners failed");
     }
@@ -369,25 +368,23 @@ fn rewarm(shared: &Shared) {
 
 fn handle(resp: Incoming, stream: &mut Stream, shared: &Shared) -> Vec<Outgoing> {
     let stats = &shared.stats;
-    let mut current = shared
-        .resources
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
     if let Some(kind) = Kind::from_type_url(&resp.type_url) {
         stats.kind(kind).update_attempt.inc();
     }
+    // Sink, then resources: the order `rewarm` takes them in. `respond` builds the candidate
+    // set from the accepted one and replaces it only when the sink took it.
     let mut sink = shared.sink.lock().unwrap_or_else(PoisonError::into_inner);
-    let (out, verdict) = stream.respond(resp, &mut current, &mut |c| sink.apply(c));
+    let mut resources = shared
+        .resources
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let (out, verdict) = stream.respond(resp, &mut resources, &mut |c| sink.apply(c));
+    drop(resources);
     shared
         .warming
         .store(sink.warming(), std::sync::atomic::Ordering::Release);
     match verdict {
         Verdict::Accepted { kind, version } => {
-            *shared
-                .resources
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = current;
             let s = stats.kind(kind);
             s.update_success.inc();
             s.version.set(version_hash(&version));
