@@ -49,27 +49,40 @@ impl Scene {
         } else {
             ControlPlane::start_tcp()
         };
+        let scene = Scene::with(
+            cp,
+            |port| Want {
+                secret,
+                cluster: "a",
+                tag: "v1",
+                listener: tls_listener("https", port, "server-cert", "routes"),
+            },
+            |cp| DataPlane::start(plane, mode, NODE, cp),
+        );
+        within(
+            &scene,
+            "the listener serves v1",
+            Duration::from_secs(10),
+            || get(scene.port).is_ok_and(|r| r == "v1"),
+        );
+        scene
+    }
+
+    /// Two upstreams and a free port; push what `v1` makes of the port on `cp`, then start the
+    /// data plane with `start` (no wait).
+    fn with(
+        cp: ControlPlane,
+        v1: impl FnOnce(u16) -> Want<'static>,
+        start: impl FnOnce(&ControlPlane) -> DataPlane,
+    ) -> Scene {
         let (a, b) = (
             Upstream::http(HttpOpts::default()),
             Upstream::http(HttpOpts::default()),
         );
         let port = free_port();
-        let v1 = Want {
-            secret,
-            cluster: "a",
-            tag: "v1",
-            listener: tls_listener("https", port, "server-cert", "routes"),
-        };
-        cp.push(NODE, "v1", resources(&v1, a.port, b.port));
-        let dp = DataPlane::start(plane, mode, NODE, &cp);
-        let scene = Scene { cp, dp, port, a, b };
-        within(
-            &scene,
-            "the listener serves v1",
-            Duration::from_secs(10),
-            || get(port).is_ok_and(|r| r == "v1"),
-        );
-        scene
+        cp.push(NODE, "v1", resources(&v1(port), a.port, b.port));
+        let dp = start(&cp);
+        Scene { cp, dp, port, a, b }
     }
 
     fn push(&self, version: &str, want: &Want) {
@@ -478,35 +491,27 @@ fn route_change_on_open_connection(plane: Plane, mode: Mode) {
 /// the same control plane), which follows a rotation too.
 fn sds_on_its_own_stream(plane: Plane, mode: Mode) {
     let cp = ControlPlane::start_tcp();
-    let (a, b) = (
-        Upstream::http(HttpOpts::default()),
-        Upstream::http(HttpOpts::default()),
-    );
-    let port = free_port();
     let api_type = match mode {
         Mode::Sotw => "GRPC",
         Mode::Delta => "DELTA_GRPC",
     };
-    let listener = tls_listener_from(
-        "https",
-        port,
-        "default",
-        "routes",
-        json!({"resource_api_version": "V3", "api_config_source": {
-            "api_type": api_type, "transport_api_version": "V3",
-            "grpc_services": [{"envoy_grpc": {"cluster_name": "sds-grpc"}}]}}),
-    );
-    let want = |version: &'static str, cert: &str| Want {
+    let listener = move |port| {
+        tls_listener_from(
+            "https",
+            port,
+            "default",
+            "routes",
+            json!({"resource_api_version": "V3", "api_config_source": {
+                "api_type": api_type, "transport_api_version": "V3",
+                "grpc_services": [{"envoy_grpc": {"cluster_name": "sds-grpc"}}]}}),
+        )
+    };
+    let want = move |port, version: &'static str, cert: &str| Want {
         secret: plain_secret("default", cert),
         cluster: "a",
         tag: version,
-        listener: listener.clone(),
+        listener: listener(port),
     };
-    cp.push(
-        NODE,
-        "v1",
-        resources(&want("v1", "rsa2048"), a.port, b.port),
-    );
     let grpc_port = cp.grpc_port.expect("tcp control plane");
     let sds_cluster = format!(
         r#"  - name: sds-grpc
@@ -523,8 +528,12 @@ fn sds_on_its_own_stream(plane: Plane, mode: Mode) {
         - endpoint: {{ address: {{ socket_address: {{ address: 127.0.0.1, port_value: {grpc_port} }} }} }}
 "#
     );
-    let dp = DataPlane::start_with(plane, mode, NODE, &cp, &sds_cluster);
-    let s = Scene { cp, dp, port, a, b };
+    let s = Scene::with(
+        cp,
+        |port| want(port, "v1", "rsa2048"),
+        |cp| DataPlane::start_with(plane, mode, NODE, cp, &sds_cluster),
+    );
+    let port = s.port;
     within(
         &s,
         "the listener serves v1",
@@ -538,7 +547,7 @@ fn sds_on_its_own_stream(plane: Plane, mode: Mode) {
             || status.contains("\"streams_opened_total\":3"),
         "an ADS stream and an SDS stream: {status}"
     );
-    s.push("v2", &want("v2", "other"));
+    s.push("v2", &want(port, "v2", "other"));
     within(
         &s,
         "the rotated certificate",
@@ -550,22 +559,18 @@ fn sds_on_its_own_stream(plane: Plane, mode: Mode) {
 /// i. The xDS cluster over mTLS, its client certificate and CA from SDS files, as Envoy
 /// Gateway renders it: the stream comes up and the listener serves.
 fn xds_over_mtls(plane: Plane, mode: Mode) {
-    let cp = ControlPlane::start_tcp_mtls();
-    let (a, b) = (
-        Upstream::http(HttpOpts::default()),
-        Upstream::http(HttpOpts::default()),
-    );
-    let port = free_port();
-    let v1 = Want {
-        secret: plain_secret("server-cert", "rsa2048"),
-        cluster: "a",
-        tag: "v1",
-        listener: tls_listener("https", port, "server-cert", "routes"),
-    };
-    cp.push(NODE, "v1", resources(&v1, a.port, b.port));
     let sds_dir = tempfile::tempdir().expect("tempdir");
-    let dp = DataPlane::start_mtls(plane, mode, NODE, &cp, sds_dir.path());
-    let s = Scene { cp, dp, port, a, b };
+    let s = Scene::with(
+        ControlPlane::start_tcp_mtls(),
+        |port| Want {
+            secret: plain_secret("server-cert", "rsa2048"),
+            cluster: "a",
+            tag: "v1",
+            listener: tls_listener("https", port, "server-cert", "routes"),
+        },
+        |cp| DataPlane::start_mtls(plane, mode, NODE, cp, sds_dir.path()),
+    );
+    let port = s.port;
     within(
         &s,
         "the listener serves v1 over an mTLS xDS stream",
@@ -619,24 +624,22 @@ fn listener_removed_and_added(plane: Plane, mode: Mode) {
 /// k. A listener whose route configuration never comes starts serving when the RDS source's
 /// `initial_fetch_timeout` (1 s here) has passed, with no routes: 404, as Envoy does.
 fn warming_listener_times_out(plane: Plane, mode: Mode) {
-    let cp = ControlPlane::start_tcp();
-    let (a, b) = (
-        Upstream::http(HttpOpts::default()),
-        Upstream::http(HttpOpts::default()),
+    let s = Scene::with(
+        ControlPlane::start_tcp(),
+        |port| {
+            let mut listener = tls_listener("https", port, "server-cert", "nowhere");
+            listener["filter_chains"][0]["filters"][0]["typed_config"]["rds"]["config_source"]
+                ["initial_fetch_timeout"] = json!("1s");
+            Want {
+                secret: plain_secret("server-cert", "rsa2048"),
+                cluster: "a",
+                tag: "v1",
+                listener,
+            }
+        },
+        |cp| DataPlane::start(plane, mode, NODE, cp),
     );
-    let port = free_port();
-    let mut listener = tls_listener("https", port, "server-cert", "nowhere");
-    listener["filter_chains"][0]["filters"][0]["typed_config"]["rds"]["config_source"]
-        ["initial_fetch_timeout"] = json!("1s");
-    let v1 = Want {
-        secret: plain_secret("server-cert", "rsa2048"),
-        cluster: "a",
-        tag: "v1",
-        listener,
-    };
-    cp.push(NODE, "v1", resources(&v1, a.port, b.port));
-    let dp = DataPlane::start(plane, mode, NODE, &cp);
-    let s = Scene { cp, dp, port, a, b };
+    let port = s.port;
     let code = || {
         let out = curl(&[
             "-k",
