@@ -30,9 +30,14 @@ mod matcher;
 mod merge;
 pub mod model;
 mod sds;
-pub use sds::{load_sds_tls_certificate, load_sds_trusted_ca, secret_resource, SecretKind};
+pub use sds::{
+    load_sds_session_ticket_keys, load_sds_tls_certificate, load_sds_trusted_ca, secret_resource,
+    SecretKind,
+};
 mod route;
 mod source;
+mod ticket_keys;
+pub use ticket_keys::SESSION_TICKET_KEY_LEN;
 mod tls;
 mod validation;
 mod walk;

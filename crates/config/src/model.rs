@@ -193,8 +193,16 @@ pub struct DownstreamTls {
     pub require_client_certificate: bool,
     /// `common_tls_context.validation_context.trusted_ca`.
     pub trusted_ca: Option<DataSource>,
-    /// `session_ticket_keys.keys[]` (each 80 bytes, as Envoy requires).
+    /// `session_ticket_keys.keys[]` (each 80 bytes, as Envoy requires). The first encrypts new
+    /// tickets; every one decrypts.
     pub session_ticket_keys: Vec<DataSource>,
+    /// `session_ticket_keys_sds_secret_config`: the keys from a `Secret`'s
+    /// `session_ticket_keys`, read from its file each time the context is built
+    /// (`load_sds_session_ticket_keys`), or resolved by the xDS client into
+    /// `session_ticket_keys`.
+    pub session_ticket_keys_sds: Option<SdsSecretRef>,
+    /// `prefer_client_ciphers`: off (Envoy's default), the server's cipher order wins.
+    pub prefer_client_ciphers: bool,
     pub disable_stateless_session_resumption: bool,
     pub disable_stateful_session_resumption: bool,
 }

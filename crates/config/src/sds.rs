@@ -15,6 +15,7 @@ use crate::error::ConfigError;
 use crate::model::DataSource;
 use crate::model::{SdsSecretRef, TlsCertificate};
 use crate::source::{read_config_text, yaml_text_to_json};
+use crate::ticket_keys::session_ticket_keys;
 use crate::validation::validation_context_ca;
 use crate::walk::Node;
 use crate::walk::Result;
@@ -39,28 +40,65 @@ pub enum SecretKind {
     TlsCertificate(TlsCertificate),
     /// `validation_context.trusted_ca`.
     ValidationContext(DataSource),
+    /// `session_ticket_keys.keys[]`: the first encrypts, every one decrypts.
+    SessionTicketKeys(Vec<DataSource>),
+}
+
+impl SecretKind {
+    /// What the secret holds, for errors ("a tls_certificate").
+    pub fn what(&self) -> &'static str {
+        match self {
+            SecretKind::TlsCertificate(_) => "a tls_certificate",
+            SecretKind::ValidationContext(_) => "a validation_context",
+            SecretKind::SessionTicketKeys(_) => "session_ticket_keys",
+        }
+    }
 }
 
 /// Parse one `envoy.extensions.transport_sockets.tls.v3.Secret` resource (its JSON form, with
 /// or without `@type`), as the xDS client receives it. Errors carry paths rooted at `path`.
 pub fn secret_resource(v: &Value, path: &str) -> Result<(String, SecretKind)> {
     let node = Node::new(v, path);
-    let allowed = ["@type", "name", "tls_certificate", "validation_context"];
+    let allowed = [
+        "@type",
+        "name",
+        "tls_certificate",
+        "validation_context",
+        "session_ticket_keys",
+    ];
     // A secret file's resources carry `@type`; one from xDS may not.
-    let unsupported = ["session_ticket_keys", "generic_secret"];
+    let unsupported = ["generic_secret"];
     let so = if v.get("@type").is_some() {
         node.typed(SECRET_TYPE, &allowed[1..], &unsupported)?
     } else {
         node.obj_with(&allowed[1..], &unsupported)?
     };
     let name = so.req("name")?.non_empty_str()?.to_owned();
-    let kind = match (so.get("tls_certificate"), so.get("validation_context")) {
-        (Some(tc), None) => SecretKind::TlsCertificate(tls_certificate(&tc)?),
-        (None, Some(vc)) => SecretKind::ValidationContext(validation_context_ca(&vc)?),
-        (Some(_), Some(_)) => {
-            return Err(node.err("only one of tls_certificate and validation_context may be set"))
+    let held: Vec<Node<'_>> = [
+        "tls_certificate",
+        "validation_context",
+        "session_ticket_keys",
+    ]
+    .iter()
+    .filter_map(|k| so.get(k))
+    .collect();
+    let kind = match held.as_slice() {
+        [one] if one.path.ends_with("tls_certificate") => {
+            SecretKind::TlsCertificate(tls_certificate(one)?)
         }
-        (None, None) => return Err(node.err("needs tls_certificate or validation_context")),
+        [one] if one.path.ends_with("validation_context") => {
+            SecretKind::ValidationContext(validation_context_ca(one)?)
+        }
+        [one] => SecretKind::SessionTicketKeys(session_ticket_keys(one)?),
+        [] => {
+            return Err(node.err("needs tls_certificate, validation_context or session_ticket_keys"))
+        }
+        [_, second, ..] => {
+            return Err(second.err(
+                "only one of tls_certificate, validation_context and session_ticket_keys may \
+                 be set",
+            ))
+        }
     };
     Ok((name, kind))
 }
@@ -69,13 +107,7 @@ pub fn secret_resource(v: &Value, path: &str) -> Result<(String, SecretKind)> {
 pub fn load_sds_trusted_ca(r: &SdsSecretRef) -> Result<DataSource> {
     match load_sds_secret(r)? {
         (SecretKind::ValidationContext(ca), _) => Ok(ca),
-        (SecretKind::TlsCertificate(_), origin) => Err(ConfigError::Invalid {
-            path: r.path.clone(),
-            message: format!(
-                "secret '{}' in {origin} is a tls_certificate, not a validation_context",
-                r.name
-            ),
-        }),
+        (other, origin) => Err(wrong_kind(r, &origin, &other, "a validation_context")),
     }
 }
 
@@ -87,13 +119,26 @@ pub fn load_sds_tls_certificate(r: &SdsSecretRef) -> Result<TlsCertificate> {
             cert.path = format!("{} (secret '{}' in {})", r.path, r.name, origin);
             Ok(cert)
         }
-        (SecretKind::ValidationContext(_), origin) => Err(ConfigError::Invalid {
-            path: r.path.clone(),
-            message: format!(
-                "secret '{}' in {origin} is a validation_context, not a tls_certificate",
-                r.name
-            ),
-        }),
+        (other, origin) => Err(wrong_kind(r, &origin, &other, "a tls_certificate")),
+    }
+}
+
+/// Read an SDS secret file and return the named secret's `session_ticket_keys.keys[]`.
+pub fn load_sds_session_ticket_keys(r: &SdsSecretRef) -> Result<Vec<DataSource>> {
+    match load_sds_secret(r)? {
+        (SecretKind::SessionTicketKeys(keys), _) => Ok(keys),
+        (other, origin) => Err(wrong_kind(r, &origin, &other, "session_ticket_keys")),
+    }
+}
+
+fn wrong_kind(r: &SdsSecretRef, origin: &str, got: &SecretKind, wanted: &str) -> ConfigError {
+    ConfigError::Invalid {
+        path: r.path.clone(),
+        message: format!(
+            "secret '{}' in {origin} holds {}, not {wanted}",
+            r.name,
+            got.what()
+        ),
     }
 }
 

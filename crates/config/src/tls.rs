@@ -7,7 +7,7 @@ use crate::model::{
     DataSource, DownstreamTls, SdsSecretRef, TlsCertificate, TlsParams, TlsVersion, UpstreamTls,
 };
 use crate::sds::sds_secret_ref;
-use crate::source::data_source;
+use crate::ticket_keys::session_ticket_keys;
 use crate::validation::validation_context;
 use crate::walk::{Node, Obj, Result};
 
@@ -15,8 +15,6 @@ const DOWNSTREAM_TLS_CONTEXT: &str =
     "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext";
 const UPSTREAM_TLS_CONTEXT: &str =
     "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext";
-/// Envoy requires session ticket keys of exactly 80 bytes.
-const TICKET_KEY_LEN: usize = 80;
 
 pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
     let o = node.typed(
@@ -27,51 +25,48 @@ pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
             "session_ticket_keys",
             "disable_stateless_session_resumption",
             "disable_stateful_session_resumption",
+            "session_ticket_keys_sds_secret_config",
+            "prefer_client_ciphers",
         ],
         &[
             "require_sni",
-            "session_ticket_keys_sds_secret_config",
             "session_timeout",
             "ocsp_staple_policy",
             "full_scan_certs_on_sni_mismatch",
-            "prefer_client_ciphers",
         ],
     )?;
     let require_client_certificate = o.bool_or_false("require_client_certificate")?;
+    let prefer_client_ciphers = o.bool_or_false("prefer_client_ciphers")?;
     let disable_stateless_session_resumption =
         o.bool_or_false("disable_stateless_session_resumption")?;
     let disable_stateful_session_resumption =
         o.bool_or_false("disable_stateful_session_resumption")?;
 
-    let mut session_ticket_keys = Vec::new();
-    if let Some(stk) = o.get("session_ticket_keys") {
-        if disable_stateless_session_resumption {
-            return Err(
-                stk.err("cannot be combined with disable_stateless_session_resumption: true")
-            );
-        }
-        let so = stk.obj(&["keys"])?;
-        let keys = so.req("keys")?;
-        for k in keys.items() {
-            let ds = data_source(&k)?;
-            let len = match &ds {
-                DataSource::InlineString(s) => Some(s.len()),
-                DataSource::InlineBytes(b) => Some(b.len()),
-                DataSource::Filename(_) => None,
-            };
-            if let Some(len) = len {
-                if len != TICKET_KEY_LEN {
-                    return Err(k.err(format!(
-                        "a session ticket key must be {TICKET_KEY_LEN} bytes, got {len}"
-                    )));
-                }
-            }
-            session_ticket_keys.push(ds);
-        }
-        if session_ticket_keys.is_empty() {
-            return Err(keys.err("at least one key is required"));
-        }
+    // Envoy's oneof `session_ticket_keys_type`: keys inline, keys from SDS, or tickets off.
+    let ticket_fields: Vec<Node<'_>> = [
+        "session_ticket_keys",
+        "session_ticket_keys_sds_secret_config",
+        "disable_stateless_session_resumption",
+    ]
+    .iter()
+    .filter_map(|k| o.get(k))
+    .filter(|n| n.v.as_bool() != Some(false))
+    .collect();
+    if let [first, second, ..] = ticket_fields.as_slice() {
+        return Err(second.err(format!(
+            "cannot be combined with {} (one of session_ticket_keys, \
+             session_ticket_keys_sds_secret_config, disable_stateless_session_resumption)",
+            first.path
+        )));
     }
+    let session_ticket_keys = match o.get("session_ticket_keys") {
+        Some(stk) => session_ticket_keys(&stk)?,
+        None => Vec::new(),
+    };
+    let session_ticket_keys_sds = o
+        .get("session_ticket_keys_sds_secret_config")
+        .map(|n| sds_secret_ref(&n))
+        .transpose()?;
 
     let ctx_node = o.req("common_tls_context")?;
     let ctx = common_tls_context(&ctx_node)?;
@@ -89,6 +84,8 @@ pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
         require_client_certificate,
         trusted_ca: ctx.trusted_ca,
         session_ticket_keys,
+        session_ticket_keys_sds,
+        prefer_client_ciphers,
         disable_stateless_session_resumption,
         disable_stateful_session_resumption,
     })

@@ -154,7 +154,12 @@ fn build_chain(
     scope: &str,
 ) -> Result<ChainRuntime, ServerError> {
     let tls = match &fc.tls {
-        Some(t) => Some(Arc::new(build_chain_tls(t, providers, scope)?)),
+        Some(t) => Some(Arc::new(build_chain_tls(
+            t,
+            &fc.server_names,
+            providers,
+            scope,
+        )?)),
         None => None,
     };
     Ok(ChainRuntime {

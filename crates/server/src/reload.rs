@@ -1,6 +1,7 @@
 //! Certificate rotation without restarts. A watcher thread polls the files each listener's TLS
-//! contexts were built from (certificate chains, keys, provider keys, trusted CAs, SDS secret
-//! files, `watched_directory` entries such as Kubernetes' `..data` symlink) and, when one
+//! contexts were built from (certificate chains, keys, provider keys, trusted CAs, session
+//! ticket keys, SDS secret files, `watched_directory` entries such as Kubernetes' `..data`
+//! symlink) and, when one
 //! changes, rebuilds that listener's filter chains and swaps them in. Open connections keep the
 //! contexts they started with; queued provider operations keep their key. A new pair that does
 //! not load (unreadable, half-written, mismatched) is rejected with a log line and a counter,
@@ -11,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use quickshake_config::{load_sds_tls_certificate, DataSource, Listener, TlsCertificate};
+use quickshake_config::{
+    load_sds_session_ticket_keys, load_sds_tls_certificate, DataSource, Listener, TlsCertificate,
+};
 use quickshake_keyprovider::Providers;
 use quickshake_stats::{Counter, Store};
 use quickshake_upstream::ClusterManager;
@@ -74,6 +77,13 @@ pub fn watched_files(listener: &Listener) -> Vec<PathBuf> {
             }
         }
         out.extend(tls.trusted_ca.as_ref().and_then(file_of));
+        out.extend(tls.session_ticket_keys.iter().filter_map(file_of));
+        if let Some(sds) = &tls.session_ticket_keys_sds {
+            out.extend(sds.file().map(Path::to_path_buf));
+            if let Ok(keys) = load_sds_session_ticket_keys(sds) {
+                out.extend(keys.iter().filter_map(file_of));
+            }
+        }
     }
     out.sort();
     out.dedup();
@@ -158,9 +168,9 @@ fn reload(w: &mut Watched, store: &Store, providers: &Providers, clusters: &Clus
             w.shared.replace_chains(chains);
             w.success.inc();
             if w.cfg.filter_chains.iter().any(|c| {
-                c.tls
-                    .as_ref()
-                    .is_some_and(|t| !t.sds_certificates.is_empty())
+                c.tls.as_ref().is_some_and(|t| {
+                    !t.sds_certificates.is_empty() || t.session_ticket_keys_sds.is_some()
+                })
             }) {
                 w.sds_updates.inc();
             }

@@ -11,6 +11,7 @@ use boring::ssl::{
     SslMethod, SslOptions, SslSessionCacheMode, SslVerifyMode, SslVersion,
 };
 use boring::x509::store::X509StoreBuilder;
+use boring::x509::{X509Ref, X509};
 use quickshake_config::{read_data_source, DownstreamTls, TlsCertificate, TlsVersion};
 use quickshake_keyprovider::{KeySetup, Providers};
 
@@ -19,6 +20,7 @@ use crate::certs::{
     ca_store_from_pem, load_chain, load_key, source_name, CertInfo, KeyKind, PemError,
 };
 use crate::error::TlsError;
+use crate::session_id::{first_pem_certificate, session_context_id, SessionContextId};
 
 /// Envoy's default downstream cipher list for TLS 1.2 (TLS 1.3 suites are not configurable).
 pub const DEFAULT_CIPHERS: &str = "[ECDHE-ECDSA-AES128-GCM-SHA256|ECDHE-ECDSA-CHACHA20-POLY1305]:\
@@ -47,7 +49,9 @@ pub struct ChainTls {
 impl ChainTls {
     /// A fresh server-side `Ssl` for one connection.
     pub fn new_ssl(&self) -> Result<Ssl, boring::error::ErrorStack> {
-        Ssl::new(&self.primary)
+        let mut ssl = Ssl::new(&self.primary)?;
+        crate::tickets::prepare_ssl(&mut ssl);
+        Ok(ssl)
     }
 }
 
@@ -59,9 +63,11 @@ impl std::fmt::Debug for ChainTls {
     }
 }
 
-/// Build the contexts for one `DownstreamTlsContext`.
+/// Build the contexts for one `DownstreamTlsContext`; `server_names` are its filter chain's
+/// `filter_chain_match.server_names` (part of the session ID context, as in Envoy).
 pub fn build_chain_tls(
     tls: &DownstreamTls,
+    server_names: &[String],
     providers: &Providers,
     stat_scope: &str,
 ) -> Result<ChainTls, TlsError> {
@@ -78,6 +84,15 @@ pub fn build_chain_tls(
             field: format!("{}.common_tls_context.tls_certificates", tls.path),
             reason: "a DownstreamTlsContext needs at least one certificate".into(),
         });
+    }
+    let session_id = chain_session_id(tls, &built, server_names)?;
+    for b in &mut built {
+        b.builder
+            .set_session_id_context(&session_id)
+            .map_err(|e| TlsError::Ssl {
+                field: tls.path.clone(),
+                source: e,
+            })?;
     }
     let certs: Vec<LoadedCert> = built.iter().map(|b| b.loaded.clone()).collect();
     let mut iter = built.into_iter();
@@ -103,7 +118,28 @@ pub fn build_chain_tls(
 
 struct BuiltCert {
     builder: SslContextBuilder,
+    leaf: X509,
     loaded: LoadedCert,
+}
+
+/// Envoy's session ID context for the chain (see [`crate::session_id`]).
+fn chain_session_id(
+    tls: &DownstreamTls,
+    built: &[BuiltCert],
+    server_names: &[String],
+) -> Result<SessionContextId, TlsError> {
+    let ca = match &tls.trusted_ca {
+        Some(ds) => {
+            let field = format!(
+                "{}.common_tls_context.validation_context.trusted_ca",
+                tls.path
+            );
+            first_pem_certificate(&read_data_source(ds, &field)?)
+        }
+        None => None,
+    };
+    let leaves: Vec<&X509Ref> = built.iter().map(|b| b.leaf.as_ref()).collect();
+    session_context_id(&leaves, ca.as_deref(), server_names, &tls.path)
 }
 
 fn build_cert_context(
@@ -159,6 +195,7 @@ fn build_cert_context(
     };
     Ok(BuiltCert {
         builder: b,
+        leaf: chain.leaf,
         loaded: LoadedCert {
             info: chain.info,
             provider,
@@ -196,6 +233,12 @@ fn configure_common(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Result<()
     };
     b.set_cipher_list(&ciphers)
         .map_err(|e| bad("tls_params.cipher_suites", e))?;
+    if !tls.prefer_client_ciphers {
+        // Envoy's default: the server's order (equal-preference groups `[A|B]` still follow the
+        // client within the group). Sessions resume only under the cipher they were made with,
+        // so a fleet of Envoy and quickshake must choose alike.
+        b.set_options(SslOptions::CIPHER_SERVER_PREFERENCE);
+    }
     let curves = if p.ecdh_curves.is_empty() {
         DEFAULT_CURVES.to_string()
     } else {
@@ -228,12 +271,9 @@ fn configure_alpn(b: &mut SslContextBuilder, protocols: &[String]) {
     });
 }
 
+/// Session cache and tickets. The session ID context is set once every certificate of the
+/// chain is loaded ([`chain_session_id`]).
 fn configure_resumption(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Result<(), TlsError> {
-    b.set_session_id_context(b"quickshake")
-        .map_err(|e| TlsError::Ssl {
-            field: tls.path.clone(),
-            source: e,
-        })?;
     if tls.disable_stateful_session_resumption {
         b.set_session_cache_mode(SslSessionCacheMode::OFF);
     } else {
@@ -241,7 +281,7 @@ fn configure_resumption(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Resul
     }
     if tls.disable_stateless_session_resumption {
         b.set_options(SslOptions::NO_TICKET);
-    } else if !tls.session_ticket_keys.is_empty() {
+    } else {
         crate::tickets::install_ticket_keys(b, tls)?;
     }
     Ok(())

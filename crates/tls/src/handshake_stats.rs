@@ -7,6 +7,8 @@ use std::sync::Mutex;
 use boring::ssl::SslRef;
 use quickshake_stats::{Counter, Store};
 
+use crate::tickets::{ticket_outcome, TicketOutcome};
+
 /// Counters of one listener's TLS handshakes. Cheap to clone; shared by all workers.
 #[derive(Clone)]
 pub struct HandshakeStats {
@@ -18,6 +20,10 @@ pub struct HandshakeStats {
     pub no_certificate: Counter,
     pub fail_verify_no_cert: Counter,
     pub fail_verify_error: Counter,
+    /// quickshake: a ticket the client offered did not resume: it names no configured session
+    /// ticket key (issued before a rotation dropped its key, or by a process with other keys),
+    /// or its key is configured but it failed to decrypt or verify. Envoy has no such counter.
+    pub session_ticket_decrypt_failed: Counter,
     /// Named counters (cipher, version, curve, sigalg), created on first use.
     named: std::sync::Arc<Mutex<HashMap<String, Counter>>>,
 }
@@ -35,6 +41,7 @@ impl HandshakeStats {
             no_certificate: c("no_certificate"),
             fail_verify_no_cert: c("fail_verify_no_cert"),
             fail_verify_error: c("fail_verify_error"),
+            session_ticket_decrypt_failed: c("session_ticket_decrypt_failed"),
             named: Default::default(),
         }
     }
@@ -42,8 +49,14 @@ impl HandshakeStats {
     /// Record a completed handshake.
     pub fn record_success(&self, ssl: &SslRef) {
         self.handshake.inc();
-        if ssl.session_reused() {
+        let reused = ssl.session_reused();
+        if reused {
             self.session_reused.inc();
+        }
+        match ticket_outcome(ssl) {
+            TicketOutcome::UnknownKey => self.session_ticket_decrypt_failed.inc(),
+            TicketOutcome::KeyFound if !reused => self.session_ticket_decrypt_failed.inc(),
+            _ => {}
         }
         if ssl.peer_certificate().is_none() {
             self.no_certificate.inc();

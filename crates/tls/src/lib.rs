@@ -14,8 +14,8 @@
 //!
 //! It must not own sockets, workers or HTTP, and it never computes with private keys itself:
 //! an in-process key goes to BoringSSL, a provider-held key goes to `quickshake-keyprovider`.
-//! `unsafe` is allowed in exactly one place (`tickets.rs`, a BoringSSL call `boring` does not
-//! wrap), marked `// SAFETY:`.
+//! `unsafe` is allowed in exactly one place (`tickets.rs`: BoringSSL's ticket key callback, which
+//! `boring` declares `unsafe`, and `OPENSSL_cleanse` for wiping keys), marked `// SAFETY:`.
 #![deny(unsafe_code)]
 
 pub mod alpn;
@@ -26,6 +26,7 @@ pub use quickshake_wire::client_hello;
 pub mod context;
 mod error;
 pub mod handshake_stats;
+pub mod session_id;
 #[cfg(test)]
 mod test_support;
 #[allow(unsafe_code)]
@@ -37,4 +38,4 @@ pub use client::{ClientHandshakeError, ClientTls, ClientTlsError, ClientTlsOptio
 pub use context::{build_chain_tls, ChainTls, LoadedCert};
 pub use error::TlsError;
 pub use handshake_stats::HandshakeStats;
-pub use tickets::boringssl_ticket_key;
+pub use tickets::{ticket_outcome, TicketKeys, TicketOutcome};

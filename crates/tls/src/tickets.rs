@@ -1,67 +1,308 @@
-//! Envoy's `session_ticket_keys`: 80-byte keys (16-byte name, 32-byte HMAC secret, 32-byte AES
-//! secret). BoringSSL's built-in ticket code takes one 48-byte key (16 name, 16 HMAC, 16 AES),
-//! so the first configured key is installed with each secret truncated to 16 bytes.
-//! Difference from Envoy: Envoy encrypts with the first key and still decrypts tickets made with
-//! the others; quickshake only accepts tickets made with the first key (older tickets fall back
-//! to a full handshake, which is always safe).
+//! Envoy's `session_ticket_keys`, used as Envoy uses them, so that tickets are interchangeable
+//! between Envoy and quickshake processes holding the same keys (a fleet behind one load
+//! balancer, a migration from one to the other).
+//!
+//! Each key is 80 bytes: a 16-byte name, a 32-byte HMAC-SHA256 secret and a 32-byte AES-256
+//! secret. BoringSSL's ticket key callback does the rest, as in Envoy's
+//! `ServerContextImpl::sessionTicketProcess`: a new ticket is encrypted under the first key
+//! (AES-256-CBC with a random IV, then HMAC-SHA256); an offered ticket is decrypted with the
+//! key whose name it carries, whichever position that key has; one under an older key resumes
+//! and is renewed under the first. A ticket under no configured key is a full handshake, and
+//! counted (`ssl.session_ticket_decrypt_failed`, beside `ssl.session_reused`).
+//!
+//! Keys are secrets: the buffers they were read into and the keys themselves are wiped with
+//! BoringSSL's `OPENSSL_cleanse` when dropped, and nothing here prints them (`Debug` shows how
+//! many keys there are, no names).
 
-use boring::ssl::SslContextBuilder;
-use quickshake_config::{read_data_source, DownstreamTls};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use boring::ex_data::Index;
+use boring::hash::MessageDigest;
+use boring::ssl::{Ssl, SslContextBuilder, SslRef, TicketKeyCallbackResult};
+use boring::symm::Cipher;
+use quickshake_config::{read_data_source, DataSource, DownstreamTls, SESSION_TICKET_KEY_LEN};
 
 use crate::error::TlsError;
 
-const ENVOY_KEY_LEN: usize = 80;
-
-/// The 48-byte BoringSSL ticket key made from one 80-byte Envoy key.
-pub fn boringssl_ticket_key(envoy_key: &[u8]) -> Option<[u8; 48]> {
-    if envoy_key.len() != ENVOY_KEY_LEN {
-        return None;
-    }
-    let mut out = [0u8; 48];
-    out[..16].copy_from_slice(&envoy_key[..16]);
-    out[16..32].copy_from_slice(&envoy_key[16..32]);
-    out[32..48].copy_from_slice(&envoy_key[48..64]);
-    Some(out)
+/// Zero a secret buffer in a way the optimiser keeps (BoringSSL's `OPENSSL_cleanse`).
+fn cleanse(buf: &mut [u8]) {
+    // SAFETY: `buf` is a live, writable slice of `buf.len()` bytes for the whole call.
+    unsafe { boring_sys::OPENSSL_cleanse(buf.as_mut_ptr().cast(), buf.len()) }
 }
 
+/// One Envoy session ticket key.
+struct TicketKey {
+    name: [u8; 16],
+    hmac: [u8; 32],
+    aes: [u8; 32],
+}
+
+impl Drop for TicketKey {
+    fn drop(&mut self) {
+        cleanse(&mut self.hmac);
+        cleanse(&mut self.aes);
+    }
+}
+
+impl TicketKey {
+    /// Split one 80-byte Envoy key: name, HMAC secret, AES secret (Envoy's order).
+    fn from_envoy(raw: &[u8]) -> Option<TicketKey> {
+        if raw.len() != SESSION_TICKET_KEY_LEN {
+            return None;
+        }
+        let mut key = TicketKey {
+            name: [0; 16],
+            hmac: [0; 32],
+            aes: [0; 32],
+        };
+        key.name.copy_from_slice(&raw[..16]);
+        key.hmac.copy_from_slice(&raw[16..48]);
+        key.aes.copy_from_slice(&raw[48..80]);
+        Some(key)
+    }
+}
+
+/// A listener's ticket keys, in configured order: the first encrypts, every one decrypts.
+pub struct TicketKeys {
+    keys: Vec<TicketKey>,
+}
+
+impl std::fmt::Debug for TicketKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TicketKeys({} keys)", self.keys.len())
+    }
+}
+
+impl TicketKeys {
+    /// Read every key; `field` is the config path of the list (`...session_ticket_keys.keys`),
+    /// for errors. Errors name the key's position and file, never its bytes.
+    pub fn load(sources: &[DataSource], field: &str) -> Result<TicketKeys, TlsError> {
+        let mut keys = Vec::with_capacity(sources.len());
+        for (i, ds) in sources.iter().enumerate() {
+            let field = format!("{field}[{i}]");
+            let mut raw = read_data_source(ds, &field)?;
+            let key = TicketKey::from_envoy(&raw);
+            let len = raw.len();
+            cleanse(&mut raw);
+            keys.push(key.ok_or_else(|| TlsError::Invalid {
+                field,
+                reason: format!(
+                    "a session ticket key must be exactly {SESSION_TICKET_KEY_LEN} bytes, got {len}"
+                ),
+            })?);
+        }
+        if keys.is_empty() {
+            return Err(TlsError::Invalid {
+                field: field.to_owned(),
+                reason: "at least one key is required".into(),
+            });
+        }
+        Ok(TicketKeys { keys })
+    }
+
+    /// The encrypting key.
+    fn first(&self) -> Option<&TicketKey> {
+        self.keys.first()
+    }
+
+    /// The key named `name` and whether it is the encrypting one.
+    fn find(&self, name: &[u8; 16]) -> Option<(&TicketKey, bool)> {
+        self.keys
+            .iter()
+            .enumerate()
+            .find(|(_, k)| &k.name == name)
+            .map(|(i, k)| (k, i == 0))
+    }
+}
+
+/// What happened to the ticket a client offered, recorded on the connection's `Ssl` by the
+/// ticket key callback and read when the handshake is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TicketOutcome {
+    /// No ticket offered (or tickets are not ours to decrypt: no configured keys).
+    None,
+    /// The ticket names a configured key.
+    KeyFound,
+    /// The ticket names no configured key: a full handshake follows.
+    UnknownKey,
+}
+
+/// Per-connection slot for [`TicketOutcome`] (an `AtomicU8`, since the callback only sees a
+/// shared `&SslRef`).
+fn outcome_index() -> Option<Index<Ssl, AtomicU8>> {
+    static INDEX: OnceLock<Option<Index<Ssl, AtomicU8>>> = OnceLock::new();
+    *INDEX.get_or_init(|| Ssl::new_ex_index().ok())
+}
+
+/// Give a new server connection its outcome slot. Called for every `Ssl` a chain creates.
+pub(crate) fn prepare_ssl(ssl: &mut SslRef) {
+    if let Some(index) = outcome_index() {
+        ssl.set_ex_data(index, AtomicU8::new(0));
+    }
+}
+
+fn record(ssl: &SslRef, outcome: TicketOutcome) {
+    if let Some(slot) = outcome_index().and_then(|i| ssl.ex_data(i)) {
+        slot.store(outcome as u8, Ordering::Relaxed);
+    }
+}
+
+/// The outcome recorded on a finished handshake's `Ssl`.
+pub fn ticket_outcome(ssl: &SslRef) -> TicketOutcome {
+    match outcome_index()
+        .and_then(|i| ssl.ex_data(i))
+        .map(|s| s.load(Ordering::Relaxed))
+    {
+        Some(1) => TicketOutcome::KeyFound,
+        Some(2) => TicketOutcome::UnknownKey,
+        _ => TicketOutcome::None,
+    }
+}
+
+/// Install the configured keys (inline, from files, or from an SDS secret file) on one
+/// certificate's context. No keys configured: BoringSSL's own rotating keys are kept.
 pub(crate) fn install_ticket_keys(
     b: &mut SslContextBuilder,
     tls: &DownstreamTls,
 ) -> Result<(), TlsError> {
-    let field = format!("{}.session_ticket_keys.keys[0]", tls.path);
-    let Some(first) = tls.session_ticket_keys.first() else {
-        return Ok(());
-    };
-    let raw = read_data_source(first, &field)?;
-    let key = boringssl_ticket_key(&raw).ok_or_else(|| TlsError::Invalid {
-        field: field.clone(),
-        reason: format!(
-            "a session ticket key must be exactly {ENVOY_KEY_LEN} bytes, got {}",
-            raw.len()
+    let (sources, field) = match &tls.session_ticket_keys_sds {
+        Some(sds) if tls.session_ticket_keys.is_empty() => (
+            quickshake_config::load_sds_session_ticket_keys(sds)?,
+            format!(
+                "{} (secret '{}').session_ticket_keys.keys",
+                sds.path, sds.name
+            ),
         ),
-    })?;
-    // SAFETY: `b.as_ptr()` is a live SSL_CTX owned by the builder; BoringSSL copies the 48 bytes
-    // of `key`, which outlives the call, and returns 1 on success.
-    let ok = unsafe {
-        boring_sys::SSL_CTX_set_tlsext_ticket_keys(b.as_ptr(), key.as_ptr().cast(), key.len())
+        _ => (
+            tls.session_ticket_keys.clone(),
+            format!("{}.session_ticket_keys.keys", tls.path),
+        ),
     };
-    if ok != 1 {
-        return Err(TlsError::Invalid {
-            field,
-            reason: "BoringSSL rejected the session ticket key".into(),
-        });
+    if sources.is_empty() {
+        return Ok(());
     }
+    let keys = Arc::new(TicketKeys::load(&sources, &field)?);
+    let callback = move |ssl: &SslRef,
+                         name: &mut [u8; 16],
+                         iv: &mut [u8; 16],
+                         cipher: &mut boring::symm::CipherCtxRef,
+                         hmac: &mut boring::hmac::HmacCtxRef,
+                         encrypt: bool| {
+        if encrypt {
+            encrypt_ticket(&keys, name, iv, cipher, hmac)
+        } else {
+            decrypt_ticket(ssl, &keys, name, iv, cipher, hmac)
+        }
+    };
+    // SAFETY: the callback sets the key name, the IV (16 bytes, AES-CBC's) and initialises both
+    // contexts with keys of the sizes the cipher and digest take, as
+    // `SSL_CTX_set_tlsext_ticket_key_cb` requires; it returns an error rather than leave one
+    // half-initialised.
+    unsafe { b.set_ticket_key_callback(callback) };
     Ok(())
+}
+
+fn encrypt_ticket(
+    keys: &TicketKeys,
+    name: &mut [u8; 16],
+    iv: &mut [u8; 16],
+    cipher: &mut boring::symm::CipherCtxRef,
+    hmac: &mut boring::hmac::HmacCtxRef,
+) -> TicketKeyCallbackResult {
+    let Some(key) = keys.first() else {
+        return TicketKeyCallbackResult::Noop;
+    };
+    name.copy_from_slice(&key.name);
+    if boring::rand::rand_bytes(iv).is_err()
+        || cipher
+            .init_encrypt(&Cipher::aes_256_cbc(), &key.aes, iv)
+            .is_err()
+        || hmac.init(&key.hmac, &MessageDigest::sha256()).is_err()
+    {
+        return TicketKeyCallbackResult::Error;
+    }
+    TicketKeyCallbackResult::Success
+}
+
+fn decrypt_ticket(
+    ssl: &SslRef,
+    keys: &TicketKeys,
+    name: &[u8; 16],
+    iv: &[u8; 16],
+    cipher: &mut boring::symm::CipherCtxRef,
+    hmac: &mut boring::hmac::HmacCtxRef,
+) -> TicketKeyCallbackResult {
+    let Some((key, encrypting)) = keys.find(name) else {
+        record(ssl, TicketOutcome::UnknownKey);
+        return TicketKeyCallbackResult::Noop;
+    };
+    record(ssl, TicketOutcome::KeyFound);
+    if hmac.init(&key.hmac, &MessageDigest::sha256()).is_err()
+        || cipher
+            .init_decrypt(&Cipher::aes_256_cbc(), &key.aes, iv)
+            .is_err()
+    {
+        return TicketKeyCallbackResult::Error;
+    }
+    if encrypting {
+        TicketKeyCallbackResult::Success
+    } else {
+        // Under an older key: resume, and issue a ticket under the current one.
+        TicketKeyCallbackResult::DecryptSuccessRenew
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn key(seed: u8) -> Vec<u8> {
+        (0..80u8).map(|i| i.wrapping_add(seed)).collect()
+    }
+
     #[test]
-    fn converts_envoy_keys() {
-        let key: Vec<u8> = (0..80u8).collect();
-        let k = super::boringssl_ticket_key(&key).expect("80 bytes");
-        assert_eq!(&k[..16], &key[..16]);
-        assert_eq!(&k[32..], &key[48..64]);
-        assert!(super::boringssl_ticket_key(&key[..79]).is_none());
+    fn splits_envoy_keys_in_envoy_order() {
+        let raw = key(0);
+        let k = TicketKey::from_envoy(&raw).expect("80 bytes");
+        assert_eq!(&k.name[..], &raw[..16]);
+        assert_eq!(&k.hmac[..], &raw[16..48]);
+        assert_eq!(&k.aes[..], &raw[48..]);
+        assert!(TicketKey::from_envoy(&raw[..79]).is_none());
+    }
+
+    #[test]
+    fn first_encrypts_every_key_decrypts() {
+        let keys = TicketKeys::load(
+            &[
+                DataSource::InlineBytes(key(1)),
+                DataSource::InlineBytes(key(2)),
+            ],
+            "k",
+        )
+        .expect("keys");
+        let first = keys.first().expect("first").name;
+        assert_eq!(&first[..], &key(1)[..16]);
+        let second: [u8; 16] = key(2)[..16].try_into().expect("16");
+        assert!(matches!(keys.find(&second), Some((_, false))));
+        assert!(matches!(keys.find(&first), Some((_, true))));
+        assert!(keys.find(&[9; 16]).is_none());
+        assert_eq!(format!("{keys:?}"), "TicketKeys(2 keys)");
+    }
+
+    #[test]
+    fn wrong_length_names_the_key_not_its_bytes() {
+        let err = TicketKeys::load(
+            &[
+                DataSource::InlineBytes(key(1)),
+                DataSource::InlineString("SECRETSECRET".into()),
+            ],
+            "l.session_ticket_keys.keys",
+        )
+        .expect_err("short key");
+        let text = err.to_string();
+        assert!(text.contains("l.session_ticket_keys.keys[1]"), "{text}");
+        assert!(text.contains("got 12"), "{text}");
+        assert!(!text.contains("SECRET"), "{text}");
     }
 }

@@ -13,8 +13,8 @@ use std::hash::{Hash, Hasher};
 
 use quickshake_config::{
     cluster_load_assignment, cluster_resource, listener_resource, route_configuration,
-    secret_resource, Bootstrap, Cluster, ClusterDiscovery, ConfigSourceKind, Endpoint, Listener,
-    NetworkFilter, RouteConfig, RouteSource, SecretKind,
+    secret_resource, Bootstrap, Cluster, ClusterDiscovery, Endpoint, Listener, NetworkFilter,
+    RouteConfig, RouteSource, SdsSecretRef, SecretKind,
 };
 use serde_json::Value;
 
@@ -49,6 +49,17 @@ fn fingerprint(parts: &[&Value]) -> u64 {
         p.to_string().hash(&mut h);
     }
     h.finish()
+}
+
+/// The NACK for a listener whose secret reference names a secret of another kind.
+fn wrong_secret(listener: &str, sds: &SdsSecretRef, got: &SecretKind, wanted: &str) -> String {
+    format!(
+        "Error adding/updating {}(s) {listener}: {}: secret '{}' holds {}, not {wanted}",
+        Kind::Listener.noun(),
+        sds.path,
+        sds.name,
+        got.what()
+    )
 }
 
 fn each(resources: &Resources, kind: Kind) -> impl Iterator<Item = (&String, &crate::Entry)> {
@@ -154,7 +165,7 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
             let Some(tls) = &mut chain.tls else { continue };
             let mut kept = Vec::new();
             for sds in std::mem::take(&mut tls.sds_certificates) {
-                if matches!(sds.source.kind, ConfigSourceKind::Path(_)) {
+                if sds.file().is_some() {
                     kept.push(sds);
                     continue;
                 }
@@ -165,25 +176,30 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
                 };
                 let (_, kind) = secret_resource(&s.json, "")
                     .map_err(|err| nack(Kind::Secret, &sds.name, &err))?;
-                match kind {
-                    SecretKind::TlsCertificate(mut cert) => {
-                        cert.path = format!("{} (secret '{}')", sds.path, sds.name);
-                        tls.certificates.push(cert);
-                    }
-                    SecretKind::ValidationContext(_) => {
-                        return Err(nack(
-                            Kind::Listener,
-                            name,
-                            &format!(
-                                "{}: secret '{}' holds a validation_context, not a tls_certificate",
-                                sds.path, sds.name
-                            ),
-                        ))
-                    }
-                }
+                let SecretKind::TlsCertificate(mut cert) = kind else {
+                    return Err(wrong_secret(name, &sds, &kind, "a tls_certificate"));
+                };
+                cert.path = format!("{} (secret '{}')", sds.path, sds.name);
+                tls.certificates.push(cert);
                 parts.push(&s.json);
             }
             tls.sds_certificates = kept;
+            // Session ticket keys from the control plane replace the reference; a rotated key set
+            // changes the listener's fingerprint, so its TLS contexts are rebuilt in place.
+            if let Some(sds) = tls.session_ticket_keys_sds.take_if(|r| r.file().is_none()) {
+                let Some(s) = resources.get(&Kind::Secret).and_then(|m| m.get(&sds.name)) else {
+                    out.warming
+                        .push((name.clone(), format!("secret '{}'", sds.name)));
+                    continue 'listeners;
+                };
+                let (_, kind) = secret_resource(&s.json, "")
+                    .map_err(|err| nack(Kind::Secret, &sds.name, &err))?;
+                let SecretKind::SessionTicketKeys(keys) = kind else {
+                    return Err(wrong_secret(name, &sds, &kind, "session_ticket_keys"));
+                };
+                tls.session_ticket_keys = keys;
+                parts.push(&s.json);
+            }
         }
         let routes = fingerprint(&route_parts) ^ clusters_print.rotate_left(1);
         out.listeners.push(Built {

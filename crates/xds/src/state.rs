@@ -318,7 +318,8 @@ fn secret_refs(resources: &Resources) -> Vec<(String, Source, bool)> {
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .chain(o.get("validation_context_sds_secret_config"));
+                .chain(o.get("validation_context_sds_secret_config"))
+                .chain(o.get("session_ticket_keys_sds_secret_config"));
             for r in refs {
                 if let (Some((source, delta)), Some(n)) =
                     (secret_source(r), r.get("name").and_then(Value::as_str))

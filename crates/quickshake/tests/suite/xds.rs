@@ -18,7 +18,9 @@ use crate::support::xds::{
     eds_cluster, istiod_cryptomb_secret, load_assignment, plain_secret, route_config, tls_listener,
     tls_listener_from, DataPlane, Mode, Plane, CLUSTER, ENDPOINTS, LISTENER, ROUTE, SECRET,
 };
-use crate::support::{self, bench_binary, certs_dir, curl, free_port};
+use crate::support::{
+    self, bench_binary, certs_dir, curl, free_port, s_client_session, ticket_key,
+};
 
 const NODE: &str = "xds-test";
 
@@ -115,7 +117,11 @@ fn resources(w: &Want, a_port: u16, b_port: u16) -> Value {
         ROUTE: [route_config("routes", w.cluster, w.tag)],
         CLUSTER: [eds_cluster("a"), eds_cluster("b")],
         ENDPOINTS: [load_assignment("a", &[a_port]), load_assignment("b", &[b_port])],
-        SECRET: [w.secret],
+        // One secret, or a list of them.
+        SECRET: match &w.secret {
+            Value::Array(all) => all.clone(),
+            one => vec![one.clone()],
+        },
     })
 }
 
@@ -661,6 +667,91 @@ fn warming_listener_times_out(plane: Plane, mode: Mode) {
     eprintln!("{plane:?} {mode:?}: warming listener served {took:?} after start");
 }
 
+/// l. Session ticket keys by SDS over ADS (`session_ticket_keys_sds_secret_config`): a ticket
+/// issued under K1 resumes after the control plane rotates the keys to `[K2, K1]`, and is a
+/// full handshake after `[K2]`; TLS 1.2 and 1.3.
+fn ticket_keys_over_ads(plane: Plane, mode: Mode) {
+    let secrets = |keys: &[String]| {
+        let keys: Vec<Value> = keys.iter().map(|k| json!({ "inline_string": k })).collect();
+        json!([
+            plain_secret("server-cert", "rsa2048"),
+            { "name": "ticket-keys", "session_ticket_keys": { "keys": keys } }
+        ])
+    };
+    let listener = |port: u16| {
+        let mut l = tls_listener("https", port, "server-cert", "routes");
+        let chain = &mut l["filter_chains"][0];
+        chain["transport_socket"]["typed_config"]["session_ticket_keys_sds_secret_config"] = json!({
+            "name": "ticket-keys",
+            "sds_config": { "ads": {}, "resource_api_version": "V3" }
+        });
+        if plane == Plane::Envoy {
+            // Envoy holds a closing connection up to 1 s for the peer's close; s_client waits.
+            chain["filters"][0]["typed_config"]["delayed_close_timeout"] = json!("0s");
+        }
+        l
+    };
+    let (k1, k2) = (ticket_key(1), ticket_key(2));
+    let s = Scene::with(
+        ControlPlane::start_tcp(),
+        |port| Want {
+            secret: secrets(&[k1.clone()]),
+            cluster: "a",
+            tag: "v1",
+            listener: listener(port),
+        },
+        |cp| DataPlane::start(plane, mode, NODE, cp),
+    );
+    let port = s.port;
+    within(
+        &s,
+        "the listener serves v1",
+        Duration::from_secs(10),
+        || get(port).is_ok_and(|r| r == "v1"),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let session = |tls: &str| dir.path().join(format!("{tls}.pem"));
+    for tls in ["-tls1_2", "-tls1_3"] {
+        assert!(!s_client_session(port, tls, None, Some(&session(tls))));
+        assert!(
+            s_client_session(port, tls, Some(&session(tls)), None),
+            "{tls}: K1 ticket on [K1]"
+        );
+    }
+    let push = |version: &str, keys: &[String]| {
+        s.push(
+            version,
+            &Want {
+                secret: secrets(keys),
+                cluster: "a",
+                tag: "v1",
+                listener: listener(port),
+            },
+        );
+        within(&s, "the secrets ACKed", Duration::from_secs(10), || {
+            s.cp.type_status(NODE, SECRET)["last_acked_version"] == version
+        });
+    };
+    push("v2", &[k2.clone(), k1]);
+    for tls in ["-tls1_2", "-tls1_3"] {
+        within(
+            &s,
+            "K1 ticket resumes on [K2, K1]",
+            Duration::from_secs(5),
+            || s_client_session(port, tls, Some(&session(tls)), None),
+        );
+    }
+    push("v3", &[k2]);
+    for tls in ["-tls1_2", "-tls1_3"] {
+        within(
+            &s,
+            "K1 ticket is refused on [K2]",
+            Duration::from_secs(5),
+            || !s_client_session(port, tls, Some(&session(tls)), None),
+        );
+    }
+}
+
 fn tls_sds_rds_eds_tcp(plane: Plane, mode: Mode) {
     tls_sds_rds_eds(plane, mode, false);
 }
@@ -680,6 +771,7 @@ per_plane!(warming_listener_times_out, shared);
 per_plane!(secret_rotation_under_load, exclusive);
 per_plane!(bad_listener_nacked, shared);
 per_plane!(control_plane_restart, shared);
+per_plane!(ticket_keys_over_ads, shared);
 
 /// f runs against quickshake only (Envoy's official build has no cryptomb).
 mod istiod_cryptomb {

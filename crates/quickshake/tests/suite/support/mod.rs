@@ -448,6 +448,54 @@ pub fn s_client(args: &[&str], stdin: &str) -> Output {
     child.wait_with_output().expect("s_client output")
 }
 
+/// A deterministic 80-byte Envoy key (name, HMAC secret, AES secret) of letters, so that it can
+/// be written as an `inline_string`.
+pub fn ticket_key(seed: u8) -> String {
+    (0..80u8)
+        .map(|i| char::from(b'A' + (i.wrapping_mul(7).wrapping_add(seed.wrapping_mul(13))) % 26))
+        .collect()
+}
+
+/// `s_client` to `port` offering the session in `sess_in` (if any) and saving the new one to
+/// `sess_out` (if any), with a request so that TLS 1.3's post-handshake ticket arrives first.
+/// Returns whether the session was reused.
+pub fn s_client_session(
+    port: u16,
+    tls: &str,
+    sess_in: Option<&Path>,
+    sess_out: Option<&Path>,
+) -> bool {
+    let connect = format!("127.0.0.1:{port}");
+    let mut args = vec![
+        "-connect".to_string(),
+        connect,
+        "-servername".into(),
+        "localhost".into(),
+        tls.into(),
+        "-ign_eof".into(),
+    ];
+    if let Some(p) = sess_in {
+        args.extend(["-sess_in".into(), p.display().to_string()]);
+    }
+    if let Some(p) = sess_out {
+        args.extend(["-sess_out".into(), p.display().to_string()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = s_client(
+        &args,
+        "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("200 OK"), "no response from {port}:\n{text}");
+    if let Some(p) = sess_out {
+        assert!(p.exists(), "no session saved from {port}:\n{text}");
+    }
+    let reused = text.lines().any(|l| l.starts_with("Reused, "));
+    let new = text.lines().any(|l| l.starts_with("New, "));
+    assert!(reused != new, "{text}");
+    reused
+}
+
 /// Poll until `f` is true (5 s max).
 pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
