@@ -20,7 +20,7 @@ use crate::certs::{
     ca_store_from_pem, load_chain, load_key, source_name, CertInfo, KeyKind, PemError,
 };
 use crate::error::TlsError;
-use crate::session_id::{first_pem_certificate, session_context_id, SessionContextId};
+use crate::session_id::{pem_certificates, session_context_id, SessionContextId};
 
 /// Envoy's default downstream cipher list for TLS 1.2 (TLS 1.3 suites are not configurable).
 pub const DEFAULT_CIPHERS: &str = "[ECDHE-ECDSA-AES128-GCM-SHA256|ECDHE-ECDSA-CHACHA20-POLY1305]:\
@@ -134,7 +134,7 @@ fn chain_session_id(
                 "{}.common_tls_context.validation_context.trusted_ca",
                 tls.path
             );
-            first_pem_certificate(&read_data_source(ds, &field)?)
+            Some(pem_certificates(&read_data_source(ds, &field)?))
         }
         None => None,
     };

@@ -7,10 +7,13 @@
 //!
 //! SHA-256 over, for each certificate in order: the subject's first CommonName, its DNS, IP and
 //! URI subject alternative names, and the SHA-256 of the issuer name's DER; then the validation
-//! settings (for a `trusted_ca`: the SHA-256 of its first certificate, `verify_trusted_ca`, and
-//! Envoy's defaults for the settings quickshake does not implement: no SAN matchers, no CRL,
-//! `allow_expired_certificate` false, `VERIFY_TRUST_CHAIN`, `only_verify_leaf_cert_crl` false);
-//! then the filter chain's `server_names`.
+//! settings (for a `trusted_ca`: the SHA-256 of its first certificate, `verify_trusted_ca`,
+//! and Envoy's defaults for the settings quickshake does not implement: no SAN matchers, no CRL,
+//! `allow_expired_certificate` false, `VERIFY_TRUST_CHAIN`, `only_verify_leaf_cert_crl` false,
+//! no `max_verify_depth`, `auto_sni_san_validation` false); then the filter chain's
+//! `server_names`. The validation part was checked byte for byte against Envoy 1.39.3 by
+//! resuming its tickets (`tls_tickets` in the test suite); it is the one place to update when
+//! quickshake implements more of `CertificateValidationContext`.
 
 use boring::hash::{Hasher, MessageDigest};
 use boring::nid::Nid;
@@ -21,12 +24,13 @@ use crate::error::TlsError;
 /// A session ID context: SHA-256's 32 bytes, BoringSSL's maximum.
 pub type SessionContextId = [u8; 32];
 
-/// Envoy's session ID context for these certificates (leaves, in configured order), the first
-/// certificate of the client-validation CA list if there is one, and the chain's server names.
-/// `field` names the TLS context for errors.
+/// Envoy's session ID context for these certificates (leaves, in configured order), the
+/// certificates of the client-validation CA list if there is one (`None`: no validation
+/// context; Envoy 1.39.3 hashes the first of them, later Envoy main every one), and the chain's
+/// server names. `field` names the TLS context for errors.
 pub fn session_context_id(
     leaves: &[&X509Ref],
-    trusted_ca: Option<&X509Ref>,
+    trusted_ca: Option<&[X509]>,
     server_names: &[String],
     field: &str,
 ) -> Result<SessionContextId, TlsError> {
@@ -70,14 +74,17 @@ pub fn session_context_id(
         md.update(&issuer_hash).map_err(ssl_err)?;
     }
     match trusted_ca {
-        Some(ca) => {
-            let ca_hash = ca.digest(MessageDigest::sha256()).map_err(ssl_err)?;
-            md.update(&ca_hash).map_err(ssl_err)?;
+        Some(bundle) => {
+            for ca in bundle.iter().take(1) {
+                let ca_hash = ca.digest(MessageDigest::sha256()).map_err(ssl_err)?;
+                md.update(&ca_hash).map_err(ssl_err)?;
+            }
             // verify_trusted_ca (a C++ bool), then the validation context's settings: no SAN
             // matchers, no CRL, allow_expired_certificate (bool), trust_chain_verification (a
-            // 4-byte enum, VERIFY_TRUST_CHAIN = 0), only_verify_leaf_cert_crl (bool).
+            // 4-byte enum, VERIFY_TRUST_CHAIN = 0), only_verify_leaf_cert_crl (bool), no
+            // max_verify_depth, auto_sni_san_validation (bool).
             md.update(&[1]).map_err(ssl_err)?;
-            md.update(&[0, 0, 0, 0, 0, 0]).map_err(ssl_err)?;
+            md.update(&[0, 0, 0, 0, 0, 0, 0]).map_err(ssl_err)?;
         }
         // No validation context: only verify_trusted_ca, false.
         None => md.update(&[0]).map_err(ssl_err)?,
@@ -91,9 +98,10 @@ pub fn session_context_id(
     Ok(id)
 }
 
-/// The first certificate of a PEM list, for [`session_context_id`].
-pub fn first_pem_certificate(pem: &[u8]) -> Option<X509> {
-    X509::stack_from_pem(pem).ok()?.into_iter().next()
+/// The certificates of a PEM list, for [`session_context_id`] (none if it does not parse: the
+/// trust store is built, and its errors reported, elsewhere).
+pub fn pem_certificates(pem: &[u8]) -> Vec<X509> {
+    X509::stack_from_pem(pem).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -108,13 +116,18 @@ mod tests {
     fn depends_on_certificates_validation_and_server_names() {
         let rsa = cert("rsa2048.cert.pem");
         let ecdsa = cert("ecdsa-p256.cert.pem");
-        let id = |leaves: &[&X509Ref], ca: Option<&X509Ref>, names: &[String]| {
+        let id = |leaves: &[&X509Ref], ca: Option<&[X509]>, names: &[String]| {
             session_context_id(leaves, ca, names, "t").expect("id")
         };
         let base = id(&[&rsa], None, &[]);
         assert_eq!(base, id(&[&rsa], None, &[]), "deterministic");
         assert_ne!(base, id(&[&rsa, &ecdsa], None, &[]));
-        assert_ne!(base, id(&[&rsa], Some(&rsa), &[]));
+        assert_ne!(base, id(&[&rsa], Some(&[rsa.clone()]), &[]));
+        // Envoy 1.39.3 hashes the bundle's first certificate only.
+        assert_eq!(
+            id(&[&rsa], Some(&[rsa.clone()]), &[]),
+            id(&[&rsa], Some(&[rsa.clone(), ecdsa.clone()]), &[])
+        );
         assert_ne!(base, id(&[&rsa], None, &["a.example".into()]));
     }
 }

@@ -192,3 +192,71 @@ fn ticket_keys_never_reach_dumps_or_logs() {
         assert!(!text.contains(needle), "a ticket key leaked");
     }
 }
+
+/// With client certificates required, Envoy's session ID context also covers the trusted CAs
+/// and the validation settings: a ticket still crosses between the two, and a client
+/// certificate's session resumes without sending the certificate again.
+#[test]
+fn mtls_tickets_cross_between_envoy_and_quickshake() {
+    let _lock = shared();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A bundle of two: Envoy hashes each certificate of it.
+    let bundle = dir.path().join("ca.pem");
+    let certs = certs_dir();
+    let mut pem = std::fs::read(certs.join("client-ca.cert.pem")).expect("client CA");
+    pem.extend(std::fs::read(certs.join("other.cert.pem")).expect("other"));
+    std::fs::write(&bundle, pem).expect("bundle");
+    let tls_extra = format!(
+        "            validation_context:\n              trusted_ca: {{ filename: {} }}\n          require_client_certificate: true\n          session_ticket_keys: {{ keys: [ {{ inline_string: {} }} ] }}",
+        bundle.display(),
+        ticket_key(3)
+    );
+    let template = |hcm: &str| direct_response_config(&plain_cert("rsa2048"), &tls_extra, hcm);
+    let gw = Gateway::start(&template(""), &["--concurrency", "1"]);
+    let (envoy_port, envoy_admin) = (free_port(), free_port());
+    let _envoy = Envoy::start(
+        &render(
+            &template("          delayed_close_timeout: 0s"),
+            envoy_port,
+            free_port(),
+            envoy_admin,
+            dir.path(),
+        ),
+        envoy_admin,
+    );
+    let cert = certs.join("client.cert.pem");
+    let key = certs.join("client.key.pem");
+    let client = [
+        "-cert",
+        cert.to_str().expect("utf-8"),
+        "-key",
+        key.to_str().expect("utf-8"),
+    ];
+    for tls in ["-tls1_2", "-tls1_3"] {
+        let from_q = dir.path().join(format!("q{tls}.pem"));
+        let from_e = dir.path().join(format!("e{tls}.pem"));
+        assert!(!s_client_session_with(
+            gw.port,
+            tls,
+            None,
+            Some(&from_q),
+            &client
+        ));
+        assert!(!s_client_session_with(
+            envoy_port,
+            tls,
+            None,
+            Some(&from_e),
+            &client
+        ));
+        let got = (
+            s_client_session_with(envoy_port, tls, Some(&from_q), None, &client),
+            s_client_session_with(gw.port, tls, Some(&from_e), None, &client),
+        );
+        assert_eq!(
+            got,
+            (true, true),
+            "{tls}: (quickshake's on envoy, envoy's on quickshake)"
+        );
+    }
+}

@@ -465,6 +465,17 @@ pub fn s_client_session(
     sess_in: Option<&Path>,
     sess_out: Option<&Path>,
 ) -> bool {
+    s_client_session_with(port, tls, sess_in, sess_out, &[])
+}
+
+/// [`s_client_session`] with more `s_client` arguments (a client certificate).
+pub fn s_client_session_with(
+    port: u16,
+    tls: &str,
+    sess_in: Option<&Path>,
+    sess_out: Option<&Path>,
+    extra: &[&str],
+) -> bool {
     let connect = format!("127.0.0.1:{port}");
     let mut args = vec![
         "-connect".to_string(),
@@ -480,6 +491,7 @@ pub fn s_client_session(
     if let Some(p) = sess_out {
         args.extend(["-sess_out".into(), p.display().to_string()]);
     }
+    args.extend(extra.iter().map(|a| a.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = s_client(
         &args,
