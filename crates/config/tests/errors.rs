@@ -320,6 +320,19 @@ fn value_errors() {
             "static_resources.listeners[0].filter_chains[0].transport_socket.typed_config.session_ticket_keys.keys[0]",
         ),
         (
+            Box::new(|v| {
+                let k = "K".repeat(80);
+                seed_tls(v)["session_ticket_keys"] = json!({"keys": [{"inline_string": k}]});
+                seed_tls(v)["session_ticket_keys_sds_secret_config"] =
+                    json!({"name": "t", "sds_config": {"path_config_source": {"path": "/t"}}});
+            }),
+            "static_resources.listeners[0].filter_chains[0].transport_socket.typed_config.session_ticket_keys_sds_secret_config",
+        ),
+        (
+            Box::new(|v| seed_tls(v)["session_ticket_keys_sds_secret_config"] = json!({"sds_config": {"ads": {}}})),
+            "static_resources.listeners[0].filter_chains[0].transport_socket.typed_config.session_ticket_keys_sds_secret_config.name",
+        ),
+        (
             Box::new(|v| seed_tls(v)["require_client_certificate"] = json!(true)),
             "static_resources.listeners[0].filter_chains[0].transport_socket.typed_config.require_client_certificate",
         ),

@@ -741,7 +741,7 @@ fn ticket_keys_over_ads(plane: Plane, mode: Mode) {
             || s_client_session(port, tls, Some(&session(tls)), None),
         );
     }
-    push("v3", &[k2]);
+    push("v3", &[k2.clone()]);
     for tls in ["-tls1_2", "-tls1_3"] {
         within(
             &s,
@@ -750,6 +750,10 @@ fn ticket_keys_over_ads(plane: Plane, mode: Mode) {
             || !s_client_session(port, tls, Some(&session(tls)), None),
         );
     }
+    // Both redact the keys in the dump (and never log them).
+    let seen = format!("{}\n{}", s.dp.config_dump_text(), s.dp.log_text());
+    assert!(seen.contains("ticket-keys"), "the secret is in the dump");
+    assert!(!seen.contains(&k2[16..]), "a ticket key leaked");
 }
 
 fn tls_sds_rds_eds_tcp(plane: Plane, mode: Mode) {

@@ -189,6 +189,14 @@ impl DataPlane {
             DataPlane::Quickshake(g) => g.log_text(),
         }
     }
+
+    /// `/config_dump`'s body.
+    pub fn config_dump_text(&self) -> String {
+        match self {
+            DataPlane::Envoy(e) => e.admin_get("/config_dump"),
+            DataPlane::Quickshake(g) => g.admin_get("/config_dump").1,
+        }
+    }
 }
 
 /// A TLS listener on 127.0.0.1:`port` whose certificate `secret` comes by SDS over ADS, with
