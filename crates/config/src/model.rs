@@ -203,6 +203,9 @@ pub struct DownstreamTls {
     pub session_ticket_keys_sds: Option<SdsSecretRef>,
     /// `prefer_client_ciphers`: off (Envoy's default), the server's cipher order wins.
     pub prefer_client_ciphers: bool,
+    /// `session_timeout`: how long a session (cache entry or ticket) resumes; BoringSSL's
+    /// default (2 hours for TLS 1.2 sessions and tickets) when absent.
+    pub session_timeout: Option<Duration>,
     pub disable_stateless_session_resumption: bool,
     pub disable_stateful_session_resumption: bool,
 }

@@ -3,6 +3,7 @@
 //! validation and session resumption settings. Files are not read here.
 
 use crate::certificate::tls_certificate;
+use crate::duration::duration;
 use crate::model::{
     DataSource, DownstreamTls, SdsSecretRef, TlsCertificate, TlsParams, TlsVersion, UpstreamTls,
 };
@@ -27,16 +28,26 @@ pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
             "disable_stateful_session_resumption",
             "session_ticket_keys_sds_secret_config",
             "prefer_client_ciphers",
+            "session_timeout",
         ],
         &[
             "require_sni",
-            "session_timeout",
             "ocsp_staple_policy",
             "full_scan_certs_on_sni_mismatch",
         ],
     )?;
     let require_client_certificate = o.bool_or_false("require_client_certificate")?;
     let prefer_client_ciphers = o.bool_or_false("prefer_client_ciphers")?;
+    let session_timeout = match o.get("session_timeout") {
+        Some(n) => {
+            let d = duration(&n)?;
+            if d.as_secs() > u64::from(u32::MAX) {
+                return Err(n.err("must be less than 2^32 seconds"));
+            }
+            Some(d)
+        }
+        None => None,
+    };
     let disable_stateless_session_resumption =
         o.bool_or_false("disable_stateless_session_resumption")?;
     let disable_stateful_session_resumption =
@@ -86,6 +97,7 @@ pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
         session_ticket_keys,
         session_ticket_keys_sds,
         prefer_client_ciphers,
+        session_timeout,
         disable_stateless_session_resumption,
         disable_stateful_session_resumption,
     })

@@ -279,6 +279,9 @@ fn configure_resumption(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Resul
     } else {
         b.set_session_cache_mode(SslSessionCacheMode::SERVER);
     }
+    if let Some(timeout) = tls.session_timeout {
+        crate::tickets::set_session_timeout(b, timeout);
+    }
     if tls.disable_stateless_session_resumption {
         b.set_options(SslOptions::NO_TICKET);
     } else {

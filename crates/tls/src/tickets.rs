@@ -160,6 +160,16 @@ pub fn ticket_outcome(ssl: &SslRef) -> TicketOutcome {
     }
 }
 
+/// Envoy's `session_timeout`: `SSL_CTX_set_timeout`, which `boring` does not wrap. Sessions
+/// and tickets older than this are not resumed; the ticket lifetime hint says the same.
+pub(crate) fn set_session_timeout(b: &mut SslContextBuilder, timeout: std::time::Duration) {
+    let secs = u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX);
+    // SAFETY: `b.as_ptr()` is the live SSL_CTX the builder owns; the call stores a number.
+    unsafe {
+        boring_sys::SSL_CTX_set_timeout(b.as_ptr(), secs);
+    }
+}
+
 /// Install the configured keys (inline, from files, or from an SDS secret file) on one
 /// certificate's context. No keys configured: BoringSSL's own rotating keys are kept.
 pub(crate) fn install_ticket_keys(

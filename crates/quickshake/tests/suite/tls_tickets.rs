@@ -260,3 +260,54 @@ fn mtls_tickets_cross_between_envoy_and_quickshake() {
         );
     }
 }
+
+/// `session_timeout` bounds how long a TLS 1.2 session resumes, on both. Envoy sets it with
+/// `SSL_CTX_set_timeout`, which BoringSSL applies to TLS 1.2 sessions only (TLS 1.3 tickets
+/// keep BoringSSL's own PSK lifetime): quickshake does the same, and both still resume the
+/// TLS 1.3 ticket.
+#[test]
+fn session_timeout_expires_tickets_as_envoy() {
+    let _lock = shared();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tls_extra = format!(
+        "          session_timeout: 2s\n          session_ticket_keys: {{ keys: [ {{ inline_string: {} }} ] }}",
+        ticket_key(4)
+    );
+    let template = |hcm: &str| direct_response_config(&plain_cert("rsa2048"), &tls_extra, hcm);
+    let gw = Gateway::start(&template(""), &["--concurrency", "1"]);
+    let (envoy_port, envoy_admin) = (free_port(), free_port());
+    let _envoy = Envoy::start(
+        &render(
+            &template("          delayed_close_timeout: 0s"),
+            envoy_port,
+            free_port(),
+            envoy_admin,
+            dir.path(),
+        ),
+        envoy_admin,
+    );
+    let both = |tls: &str, sess: &Path| {
+        (
+            s_client_session(gw.port, tls, Some(sess), None),
+            s_client_session(envoy_port, tls, Some(sess), None),
+        )
+    };
+    let versions = ["-tls1_2", "-tls1_3"];
+    for tls in versions {
+        let sess = dir.path().join(format!("{tls}.pem"));
+        assert!(!s_client_session(gw.port, tls, None, Some(&sess)));
+        assert_eq!(both(tls, &sess), (true, true), "{tls} within the timeout");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(2600));
+    let sess = |tls: &str| dir.path().join(format!("{tls}.pem"));
+    assert_eq!(
+        both("-tls1_2", &sess("-tls1_2")),
+        (false, false),
+        "TLS 1.2 after the timeout"
+    );
+    assert_eq!(
+        both("-tls1_3", &sess("-tls1_3")),
+        (true, true),
+        "TLS 1.3 after the timeout"
+    );
+}
