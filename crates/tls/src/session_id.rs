@@ -122,10 +122,10 @@ mod tests {
         let base = id(&[&rsa], None, &[]);
         assert_eq!(base, id(&[&rsa], None, &[]), "deterministic");
         assert_ne!(base, id(&[&rsa, &ecdsa], None, &[]));
-        assert_ne!(base, id(&[&rsa], Some(&[rsa.clone()]), &[]));
+        assert_ne!(base, id(&[&rsa], Some(std::slice::from_ref(&rsa)), &[]));
         // Envoy 1.39.3 hashes the bundle's first certificate only.
         assert_eq!(
-            id(&[&rsa], Some(&[rsa.clone()]), &[]),
+            id(&[&rsa], Some(std::slice::from_ref(&rsa)), &[]),
             id(&[&rsa], Some(&[rsa.clone(), ecdsa.clone()]), &[])
         );
         assert_ne!(base, id(&[&rsa], None, &["a.example".into()]));

@@ -87,7 +87,7 @@ fn tickets_interchangeable_with_envoy_and_rotation_keeps_old_tickets() {
     let dir = tempfile::tempdir().expect("tempdir");
     let secret: PathBuf = dir.path().join("ticket_keys.yaml");
     let (k1, k2) = (ticket_key(1), ticket_key(2));
-    write_keys(&secret, &[k1.clone()]);
+    write_keys(&secret, std::slice::from_ref(&k1));
     let gw = Gateway::start(&config(&secret, ""), &["--concurrency", "2"]);
     let (envoy_port, envoy_admin) = (free_port(), free_port());
     let envoy = Envoy::start(

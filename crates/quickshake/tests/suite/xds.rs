@@ -695,7 +695,7 @@ fn ticket_keys_over_ads(plane: Plane, mode: Mode) {
     let s = Scene::with(
         ControlPlane::start_tcp(),
         |port| Want {
-            secret: secrets(&[k1.clone()]),
+            secret: secrets(std::slice::from_ref(&k1)),
             cluster: "a",
             tag: "v1",
             listener: listener(port),
@@ -741,7 +741,7 @@ fn ticket_keys_over_ads(plane: Plane, mode: Mode) {
             || s_client_session(port, tls, Some(&session(tls)), None),
         );
     }
-    push("v3", &[k2.clone()]);
+    push("v3", std::slice::from_ref(&k2));
     for tls in ["-tls1_2", "-tls1_3"] {
         within(
             &s,
