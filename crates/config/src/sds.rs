@@ -36,7 +36,7 @@ pub(crate) fn sds_secret_ref(node: &Node<'_>) -> Result<SdsSecretRef> {
 /// What a `Secret` resource holds that quickshake uses.
 #[derive(Debug, Clone)]
 pub enum SecretKind {
-    TlsCertificate(TlsCertificate),
+    TlsCertificate(Box<TlsCertificate>),
     /// `validation_context.trusted_ca`.
     ValidationContext(DataSource),
 }
@@ -55,7 +55,7 @@ pub fn secret_resource(v: &Value, path: &str) -> Result<(String, SecretKind)> {
     };
     let name = so.req("name")?.non_empty_str()?.to_owned();
     let kind = match (so.get("tls_certificate"), so.get("validation_context")) {
-        (Some(tc), None) => SecretKind::TlsCertificate(tls_certificate(&tc)?),
+        (Some(tc), None) => SecretKind::TlsCertificate(Box::new(tls_certificate(&tc)?)),
         (None, Some(vc)) => SecretKind::ValidationContext(validation_context_ca(&vc)?),
         (Some(_), Some(_)) => {
             return Err(node.err("only one of tls_certificate and validation_context may be set"))
@@ -85,7 +85,7 @@ pub fn load_sds_tls_certificate(r: &SdsSecretRef) -> Result<TlsCertificate> {
     match load_sds_secret(r)? {
         (SecretKind::TlsCertificate(mut cert), origin) => {
             cert.path = format!("{} (secret '{}' in {})", r.path, r.name, origin);
-            Ok(cert)
+            Ok(*cert)
         }
         (SecretKind::ValidationContext(_), origin) => Err(ConfigError::Invalid {
             path: r.path.clone(),

@@ -4,7 +4,8 @@
 
 use crate::certificate::tls_certificate;
 use crate::model::{
-    DataSource, DownstreamTls, SdsSecretRef, TlsCertificate, TlsParams, TlsVersion, UpstreamTls,
+    DataSource, DownstreamTls, OcspStaplePolicy, SdsSecretRef, TlsCertificate, TlsParams,
+    TlsVersion, UpstreamTls,
 };
 use crate::sds::sds_secret_ref;
 use crate::source::data_source;
@@ -27,12 +28,12 @@ pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
             "session_ticket_keys",
             "disable_stateless_session_resumption",
             "disable_stateful_session_resumption",
+            "ocsp_staple_policy",
         ],
         &[
             "require_sni",
             "session_ticket_keys_sds_secret_config",
             "session_timeout",
-            "ocsp_staple_policy",
             "full_scan_certs_on_sni_mismatch",
             "prefer_client_ciphers",
         ],
@@ -42,6 +43,10 @@ pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
         o.bool_or_false("disable_stateless_session_resumption")?;
     let disable_stateful_session_resumption =
         o.bool_or_false("disable_stateful_session_resumption")?;
+    let ocsp_staple_policy = match o.get("ocsp_staple_policy") {
+        Some(p) => ocsp_staple_policy(&p)?,
+        None => OcspStaplePolicy::default(),
+    };
 
     let mut session_ticket_keys = Vec::new();
     if let Some(stk) = o.get("session_ticket_keys") {
@@ -91,6 +96,29 @@ pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
         session_ticket_keys,
         disable_stateless_session_resumption,
         disable_stateful_session_resumption,
+        ocsp_staple_policy,
+    })
+}
+
+/// `ocsp_staple_policy`: the enum's name (any case, as Envoy's JSON parser takes it) or number.
+fn ocsp_staple_policy(node: &Node<'_>) -> Result<OcspStaplePolicy> {
+    let policy = match (node.v.as_str(), node.v.as_u64()) {
+        (Some(name), _) => match name.to_ascii_uppercase().as_str() {
+            "LENIENT_STAPLING" => Some(OcspStaplePolicy::LenientStapling),
+            "STRICT_STAPLING" => Some(OcspStaplePolicy::StrictStapling),
+            "MUST_STAPLE" => Some(OcspStaplePolicy::MustStaple),
+            _ => None,
+        },
+        (None, Some(0)) => Some(OcspStaplePolicy::LenientStapling),
+        (None, Some(1)) => Some(OcspStaplePolicy::StrictStapling),
+        (None, Some(2)) => Some(OcspStaplePolicy::MustStaple),
+        _ => None,
+    };
+    policy.ok_or_else(|| {
+        node.err(format!(
+            "expected LENIENT_STAPLING, STRICT_STAPLING or MUST_STAPLE, got {}",
+            node.v
+        ))
     })
 }
 

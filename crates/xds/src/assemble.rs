@@ -168,7 +168,7 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
                 match kind {
                     SecretKind::TlsCertificate(mut cert) => {
                         cert.path = format!("{} (secret '{}')", sds.path, sds.name);
-                        tls.certificates.push(cert);
+                        tls.certificates.push(*cert);
                     }
                     SecretKind::ValidationContext(_) => {
                         return Err(nack(
