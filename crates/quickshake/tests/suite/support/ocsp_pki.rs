@@ -88,7 +88,9 @@ fn backdate(der: &[u8]) -> Vec<u8> {
 pub fn pki() -> &'static Pki {
     static PKI: OnceLock<Pki> = OnceLock::new();
     PKI.get_or_init(|| {
-        // Under target/tmp (kept: a static is never dropped; `cargo clean` removes it).
+        // Under target/tmp, kept (a static is never dropped); earlier runs' are removed after an
+        // hour (a run lasts seconds), so they do not pile up.
+        remove_stale(Path::new(env!("CARGO_TARGET_TMPDIR")));
         let dir = tempfile::Builder::new()
             .prefix("ocsp-pki-")
             .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
@@ -181,4 +183,22 @@ pub fn pki() -> &'static Pki {
         std::fs::write(d.join("garbage.der"), b"not an OCSP response\n").expect("garbage");
         Pki { dir }
     })
+}
+
+/// Remove `ocsp-pki-*` directories older than an hour.
+fn remove_stale(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age.as_secs() > 3600);
+        if old && e.file_name().to_string_lossy().starts_with("ocsp-pki-") {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
