@@ -15,13 +15,9 @@ pub(crate) fn tls_certificate(node: &Node<'_>) -> Result<TlsCertificate> {
             "private_key",
             "private_key_provider",
             "watched_directory",
-        ],
-        &[
-            "password",
-            "pkcs12",
             "ocsp_staple",
-            "signed_certificate_timestamp",
         ],
+        &["password", "pkcs12", "signed_certificate_timestamp"],
     )?;
     let certificate_chain = data_source(&o.req("certificate_chain")?)?;
     let private_key = o.get("private_key").map(|k| data_source(&k)).transpose()?;
@@ -38,8 +34,10 @@ pub(crate) fn tls_certificate(node: &Node<'_>) -> Result<TlsCertificate> {
         )),
         None => None,
     };
+    let ocsp_staple = o.get("ocsp_staple").map(|s| data_source(&s)).transpose()?;
     Ok(TlsCertificate {
         watched_directory,
+        ocsp_staple,
         path: node.path.clone(),
         certificate_chain,
         private_key,

@@ -208,6 +208,21 @@ pub struct DownstreamTls {
     pub session_timeout: Option<Duration>,
     pub disable_stateless_session_resumption: bool,
     pub disable_stateful_session_resumption: bool,
+    /// `ocsp_staple_policy` (Envoy's default `LENIENT_STAPLING`).
+    pub ocsp_staple_policy: OcspStaplePolicy,
+}
+
+/// `DownstreamTlsContext.ocsp_staple_policy`: what a handshake does with a certificate's
+/// `ocsp_staple` when the client asks for one (status_request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OcspStaplePolicy {
+    /// Staple a valid response; omit an expired or missing one.
+    #[default]
+    LenientStapling,
+    /// Staple a valid response; fail the handshake with an expired one; omit a missing one.
+    StrictStapling,
+    /// Every certificate needs a staple (checked at load); fail the handshake unless it is valid.
+    MustStaple,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -240,6 +255,9 @@ pub struct TlsCertificate {
     /// Envoy's `watched_directory.path`: reload when this directory changes (the atomic
     /// `..data` symlink swap of Kubernetes Secret volumes).
     pub watched_directory: Option<PathBuf>,
+    /// `ocsp_staple`: a DER OCSP response for this certificate (read and checked when a server
+    /// context is built; unused for an upstream client certificate, as in Envoy).
+    pub ocsp_staple: Option<DataSource>,
 }
 
 /// A `tls_certificate_sds_secret_configs[]` entry: a `Secret` named `name`, from a file or

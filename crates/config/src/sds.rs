@@ -37,7 +37,7 @@ pub(crate) fn sds_secret_ref(node: &Node<'_>) -> Result<SdsSecretRef> {
 /// What a `Secret` resource holds that quickshake uses.
 #[derive(Debug, Clone)]
 pub enum SecretKind {
-    TlsCertificate(TlsCertificate),
+    TlsCertificate(Box<TlsCertificate>),
     /// `validation_context.trusted_ca`.
     ValidationContext(DataSource),
     /// `session_ticket_keys.keys[]`: the first encrypts, every one decrypts.
@@ -84,7 +84,7 @@ pub fn secret_resource(v: &Value, path: &str) -> Result<(String, SecretKind)> {
     .collect();
     let kind = match held.as_slice() {
         [one] if one.path.ends_with("tls_certificate") => {
-            SecretKind::TlsCertificate(tls_certificate(one)?)
+            SecretKind::TlsCertificate(Box::new(tls_certificate(one)?))
         }
         [one] if one.path.ends_with("validation_context") => {
             SecretKind::ValidationContext(validation_context_ca(one)?)
@@ -117,7 +117,7 @@ pub fn load_sds_tls_certificate(r: &SdsSecretRef) -> Result<TlsCertificate> {
     match load_sds_secret(r)? {
         (SecretKind::TlsCertificate(mut cert), origin) => {
             cert.path = format!("{} (secret '{}' in {})", r.path, r.name, origin);
-            Ok(cert)
+            Ok(*cert)
         }
         (other, origin) => Err(wrong_kind(r, &origin, &other, "a tls_certificate")),
     }

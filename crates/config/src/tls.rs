@@ -5,7 +5,8 @@
 use crate::certificate::tls_certificate;
 use crate::duration::duration;
 use crate::model::{
-    DataSource, DownstreamTls, SdsSecretRef, TlsCertificate, TlsParams, TlsVersion, UpstreamTls,
+    DataSource, DownstreamTls, OcspStaplePolicy, SdsSecretRef, TlsCertificate, TlsParams,
+    TlsVersion, UpstreamTls,
 };
 use crate::sds::sds_secret_ref;
 use crate::ticket_keys::session_ticket_keys;
@@ -29,12 +30,9 @@ pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
             "session_ticket_keys_sds_secret_config",
             "prefer_client_ciphers",
             "session_timeout",
-        ],
-        &[
-            "require_sni",
             "ocsp_staple_policy",
-            "full_scan_certs_on_sni_mismatch",
         ],
+        &["require_sni", "full_scan_certs_on_sni_mismatch"],
     )?;
     let require_client_certificate = o.bool_or_false("require_client_certificate")?;
     let prefer_client_ciphers = o.bool_or_false("prefer_client_ciphers")?;
@@ -52,6 +50,10 @@ pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
         o.bool_or_false("disable_stateless_session_resumption")?;
     let disable_stateful_session_resumption =
         o.bool_or_false("disable_stateful_session_resumption")?;
+    let ocsp_staple_policy = match o.get("ocsp_staple_policy") {
+        Some(p) => ocsp_staple_policy(&p)?,
+        None => OcspStaplePolicy::default(),
+    };
 
     // Envoy's oneof `session_ticket_keys_type`: keys inline, keys from SDS, or tickets off.
     let ticket_fields: Vec<Node<'_>> = [
@@ -100,6 +102,29 @@ pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
         session_timeout,
         disable_stateless_session_resumption,
         disable_stateful_session_resumption,
+        ocsp_staple_policy,
+    })
+}
+
+/// `ocsp_staple_policy`: the enum's name (any case, as Envoy's JSON parser takes it) or number.
+fn ocsp_staple_policy(node: &Node<'_>) -> Result<OcspStaplePolicy> {
+    let policy = match (node.v.as_str(), node.v.as_u64()) {
+        (Some(name), _) => match name.to_ascii_uppercase().as_str() {
+            "LENIENT_STAPLING" => Some(OcspStaplePolicy::LenientStapling),
+            "STRICT_STAPLING" => Some(OcspStaplePolicy::StrictStapling),
+            "MUST_STAPLE" => Some(OcspStaplePolicy::MustStaple),
+            _ => None,
+        },
+        (None, Some(0)) => Some(OcspStaplePolicy::LenientStapling),
+        (None, Some(1)) => Some(OcspStaplePolicy::StrictStapling),
+        (None, Some(2)) => Some(OcspStaplePolicy::MustStaple),
+        _ => None,
+    };
+    policy.ok_or_else(|| {
+        node.err(format!(
+            "expected LENIENT_STAPLING, STRICT_STAPLING or MUST_STAPLE, got {}",
+            node.v
+        ))
     })
 }
 

@@ -413,3 +413,56 @@ fn data_source_rules() {
         )
     );
 }
+
+#[test]
+fn ocsp_staple_and_policy() {
+    let parse = |policy: Option<Value>, staple: Option<Value>| {
+        let mut v = fixture_json("seed.yaml");
+        if let Some(p) = policy {
+            seed_tls(&mut v)["ocsp_staple_policy"] = p;
+        }
+        if let Some(s) = staple {
+            seed_tls(&mut v)["common_tls_context"]["tls_certificates"]["ocsp_staple"] = s;
+        }
+        parse_json(&v)
+    };
+    let tls = |b: Bootstrap| b.listeners[0].filter_chains[0].tls.clone().unwrap();
+    let t = tls(parse(None, None).unwrap());
+    assert_eq!(t.ocsp_staple_policy, OcspStaplePolicy::LenientStapling);
+    assert_eq!(t.certificates[0].ocsp_staple, None);
+    // Envoy's JSON parser takes enum names in any case, and numbers.
+    for (p, want) in [
+        (json!("LENIENT_STAPLING"), OcspStaplePolicy::LenientStapling),
+        (json!("strict_stapling"), OcspStaplePolicy::StrictStapling),
+        (json!("MUST_STAPLE"), OcspStaplePolicy::MustStaple),
+        (json!(2), OcspStaplePolicy::MustStaple),
+        (json!(0), OcspStaplePolicy::LenientStapling),
+    ] {
+        let t = tls(parse(Some(p.clone()), None).unwrap());
+        assert_eq!(t.ocsp_staple_policy, want, "{p}");
+    }
+    let path = format!("{TLS}.ocsp_staple_policy");
+    for bad in [json!("STAPLE_SOMETIMES"), json!(3), json!(true)] {
+        let e = parse(Some(bad.clone()), None).unwrap_err();
+        assert_eq!(e.path(), Some(path.as_str()), "{bad}: {e}");
+        assert!(e.to_string().contains("MUST_STAPLE"), "{e}");
+    }
+    let t = tls(parse(None, Some(json!({"filename": "/etc/staple.der"}))).unwrap());
+    assert_eq!(
+        t.certificates[0].ocsp_staple,
+        Some(DataSource::Filename("/etc/staple.der".into()))
+    );
+    let t = tls(parse(None, Some(json!({"inline_bytes": "MAMKAQA="}))).unwrap());
+    assert_eq!(
+        t.certificates[0].ocsp_staple,
+        Some(DataSource::InlineBytes(vec![0x30, 0x03, 0x0a, 0x01, 0x00]))
+    );
+    let e = parse(None, Some(json!({"inline_bytes": "@@@"}))).unwrap_err();
+    assert_eq!(
+        e.path(),
+        Some(
+            format!("{TLS}.common_tls_context.tls_certificates[0].ocsp_staple.inline_bytes")
+                .as_str()
+        )
+    );
+}

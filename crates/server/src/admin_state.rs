@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use crate::gateway::DrainHandle;
 use crate::listener::ListenerShared;
+use crate::time::{rfc3339_now, timestamp_json};
 
 /// The running gateway as the admin endpoint sees it.
 pub struct GatewayAdmin {
@@ -113,6 +114,9 @@ impl AdminState for GatewayAdmin {
                         if let (Some(obj), Some(p)) = (v.as_object_mut(), &c.provider) {
                             obj.insert("private_key_provider".into(), json!(p));
                         }
+                        if let (Some(obj), Some(o)) = (v.as_object_mut(), &c.ocsp) {
+                            obj.insert("ocsp_details".into(), ocsp_details(o));
+                        }
                         v
                     }).collect::<Vec<_>>(),
                 }));
@@ -156,4 +160,13 @@ impl AdminState for GatewayAdmin {
     fn drain_listeners(&self) {
         self.drain.drain();
     }
+}
+
+/// Envoy's `ocsp_details` of `/certs`: the staple's thisUpdate and nextUpdate (the current time
+/// when it has none, as Envoy's `getNextUpdate` gives).
+fn ocsp_details(o: &quickshake_tls::OcspDetails) -> Value {
+    json!({
+        "valid_from": timestamp_json(o.valid_from),
+        "expiration": o.expiration.map_or_else(rfc3339_now, timestamp_json),
+    })
 }

@@ -9,7 +9,7 @@ use arc_swap::ArcSwap;
 use quickshake_config::{FilterChain, Listener, NetworkFilter};
 use quickshake_keyprovider::Providers;
 use quickshake_stats::{Counter, Gauge, Histogram, Store};
-use quickshake_tls::{build_chain_tls, ChainTls, HandshakeStats};
+use quickshake_tls::{build_chain_tls, ChainTls, HandshakeStats, OcspStats};
 use quickshake_upstream::ClusterManager;
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -159,6 +159,7 @@ fn build_chain(
             &fc.server_names,
             providers,
             scope,
+            &OcspStats::new(store, scope),
         )?)),
         None => None,
     };

@@ -1,8 +1,8 @@
 //! Certificate rotation without restarts. A watcher thread polls the files each listener's TLS
-//! contexts were built from (certificate chains, keys, provider keys, trusted CAs, session
-//! ticket keys, SDS secret files, `watched_directory` entries such as Kubernetes' `..data`
-//! symlink) and, when one
-//! changes, rebuilds that listener's filter chains and swaps them in. Open connections keep the
+//! contexts were built from (certificate chains, keys, OCSP staples, provider keys, trusted CAs,
+//! session ticket keys, SDS secret files, `watched_directory` entries such as Kubernetes'
+//! `..data` symlink) and, when one changes, rebuilds that listener's filter chains and swaps
+//! them in. Open connections keep the
 //! contexts they started with; queued provider operations keep their key. A new pair that does
 //! not load (unreadable, half-written, mismatched) is rejected with a log line and a counter,
 //! and the old one keeps serving.
@@ -57,6 +57,7 @@ fn cert_files(cert: &TlsCertificate, out: &mut Vec<PathBuf>) {
     out.extend(file_of(&cert.certificate_chain));
     out.extend(cert.private_key.as_ref().and_then(file_of));
     out.extend(cert.watched_directory.clone());
+    out.extend(cert.ocsp_staple.as_ref().and_then(file_of));
     if let Some(p) = &cert.private_key_provider {
         out.extend(quickshake_keyprovider::key_files(p));
     }

@@ -1,4 +1,5 @@
-//! Wall-clock formatting for access logs (RFC 3339, UTC, milliseconds) without a date crate.
+//! Wall-clock formatting for access logs (RFC 3339, UTC, milliseconds) and admin JSON (protobuf
+//! `Timestamp`s) without a date crate.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -23,6 +24,16 @@ pub fn rfc3339(secs: i64, millis: u32) -> String {
     )
 }
 
+/// A protobuf `Timestamp` of whole seconds as Envoy's JSON prints it: RFC 3339 without a
+/// fraction (`2026-11-24T04:03:04Z`).
+pub fn timestamp_json(secs: i64) -> String {
+    let full = rfc3339(secs, 0);
+    match full.strip_suffix(".000Z") {
+        Some(head) => format!("{head}Z"),
+        None => full,
+    }
+}
+
 /// Howard Hinnant's days-to-civil algorithm.
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -44,5 +55,6 @@ mod tests {
         assert_eq!(super::rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
         assert_eq!(super::rfc3339(1_795_377_600, 5), "2026-11-22T20:00:00.005Z");
         assert_eq!(super::rfc3339(951_782_400, 0), "2000-02-29T00:00:00.000Z");
+        assert_eq!(super::timestamp_json(1_795_492_984), "2026-11-24T04:03:04Z");
     }
 }

@@ -4,6 +4,8 @@
 //! one a connection starts on, and BoringSSL's early (select-certificate) callback switches to
 //! another certificate's context when the ClientHello says the client cannot use the first
 //! (an ECDSA certificate for a client that offers no ECDSA signature algorithm, and the reverse).
+//! The same callback does OCSP stapling (`ocsp.rs`): a certificate whose staple the policy would
+//! fail the handshake on is passed over for one that can serve, as Envoy's selector does.
 
 use boring::pkey::{PKey, Private};
 use boring::ssl::{
@@ -12,7 +14,9 @@ use boring::ssl::{
 };
 use boring::x509::store::X509StoreBuilder;
 use boring::x509::{X509Ref, X509};
-use quickshake_config::{read_data_source, DownstreamTls, TlsCertificate, TlsVersion};
+use quickshake_config::{
+    read_data_source, DownstreamTls, OcspStaplePolicy, TlsCertificate, TlsVersion,
+};
 use quickshake_keyprovider::{KeySetup, Providers};
 
 use crate::alpn::select_alpn;
@@ -20,6 +24,7 @@ use crate::certs::{
     ca_store_from_pem, load_chain, load_key, source_name, CertInfo, KeyKind, PemError,
 };
 use crate::error::TlsError;
+use crate::ocsp::{unix_now, CertOcsp, OcspDetails, OcspStats, StapleAction};
 use crate::session_id::{pem_certificates, session_context_id, SessionContextId};
 
 /// Envoy's default downstream cipher list for TLS 1.2 (TLS 1.3 suites are not configurable).
@@ -38,6 +43,8 @@ pub struct LoadedCert {
     pub info: CertInfo,
     /// `None` for an in-process key; else the provider's description (name, engine, fallback).
     pub provider: Option<String>,
+    /// The `ocsp_staple`'s validity window, when it has one.
+    pub ocsp: Option<OcspDetails>,
 }
 
 /// The TLS side of one filter chain: ready to create a server `Ssl` per connection.
@@ -64,12 +71,14 @@ impl std::fmt::Debug for ChainTls {
 }
 
 /// Build the contexts for one `DownstreamTlsContext`; `server_names` are its filter chain's
-/// `filter_chain_match.server_names` (part of the session ID context, as in Envoy).
+/// `filter_chain_match.server_names` (part of the session ID context, as in Envoy); handshakes
+/// count OCSP stapling in `ocsp_stats`.
 pub fn build_chain_tls(
     tls: &DownstreamTls,
     server_names: &[String],
     providers: &Providers,
     stat_scope: &str,
+    ocsp_stats: &OcspStats,
 ) -> Result<ChainTls, TlsError> {
     let mut built = Vec::with_capacity(tls.certificates.len());
     for cert in &tls.certificates {
@@ -100,16 +109,25 @@ pub fn build_chain_tls(
         field: tls.path.clone(),
         reason: "no certificate".into(),
     })?;
-    let alternatives: Vec<(KeyKind, SslContext)> = iter
-        .map(|b| (b.loaded.info.key_kind, b.builder.build()))
-        .collect();
+    let mut candidates = vec![Candidate {
+        kind: first.loaded.info.key_kind,
+        ctx: None,
+        ocsp: first.ocsp,
+    }];
+    candidates.extend(iter.map(|b| Candidate {
+        kind: b.loaded.info.key_kind,
+        ctx: Some(b.builder.build()),
+        ocsp: b.ocsp,
+    }));
+    // Always installed, even for one certificate without a staple: Envoy counts every
+    // ClientHello that asks for a staple (`ocsp_staple_requests`, `ocsp_staple_omitted`).
+    let selector = Selector {
+        candidates,
+        policy: tls.ocsp_staple_policy,
+        stats: ocsp_stats.clone(),
+    };
     let mut primary = first.builder;
-    if !alternatives.is_empty() {
-        let primary_kind = first.loaded.info.key_kind;
-        primary.set_select_certificate_callback(move |mut hello| {
-            select_certificate(&mut hello, primary_kind, &alternatives)
-        });
-    }
+    primary.set_select_certificate_callback(move |mut hello| selector.select(&mut hello));
     Ok(ChainTls {
         primary: primary.build(),
         certs,
@@ -120,6 +138,7 @@ struct BuiltCert {
     builder: SslContextBuilder,
     leaf: X509,
     loaded: LoadedCert,
+    ocsp: CertOcsp,
 }
 
 /// Envoy's session ID context for the chain (see [`crate::session_id`]).
@@ -157,6 +176,7 @@ fn build_cert_context(
         &format!("{}.certificate_chain", cert.path),
     )?;
     let public = chain.leaf.public_key().map_err(ssl_err)?;
+    let ocsp = CertOcsp::load(cert, &chain.leaf, tls.ocsp_staple_policy)?;
     let mut b = SslContextBuilder::new(SslMethod::tls()).map_err(ssl_err)?;
     configure_common(&mut b, tls)?;
     b.set_certificate(&chain.leaf).map_err(ssl_err)?;
@@ -199,7 +219,9 @@ fn build_cert_context(
         loaded: LoadedCert {
             info: chain.info,
             provider,
+            ocsp: ocsp.details(),
         },
+        ocsp,
     })
 }
 
@@ -341,29 +363,95 @@ fn configure_client_auth(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Resu
     Ok(())
 }
 
-/// Early callback: keep the primary certificate unless the client cannot use it and an
-/// alternative fits better.
-fn select_certificate(
-    hello: &mut ClientHello<'_>,
-    primary: KeyKind,
-    alternatives: &[(KeyKind, SslContext)],
-) -> Result<(), SelectCertError> {
-    let wants_ecdsa = client_offers_ecdsa(hello);
+/// One certificate a connection can be served with: the primary (`ctx: None`, the context the
+/// connection starts on) or an alternative.
+struct Candidate {
+    kind: KeyKind,
+    ctx: Option<SslContext>,
+    ocsp: CertOcsp,
+}
+
+/// The early (select-certificate) callback's state.
+struct Selector {
+    candidates: Vec<Candidate>,
+    policy: OcspStaplePolicy,
+    stats: OcspStats,
+}
+
+impl Selector {
+    /// Pick the certificate for this ClientHello, count and apply its OCSP action.
+    fn select(&self, hello: &mut ClientHello<'_>) -> Result<(), SelectCertError> {
+        let wants_ecdsa = client_offers_ecdsa(hello);
+        let asked = hello.get_extension(ExtensionType::STATUS_REQUEST).is_some();
+        let now = if asked { unix_now() } else { 0 };
+        let action = |c: &Candidate| c.ocsp.action(self.policy, asked, now);
+        let i = choose_certificate(&self.candidates, wants_ecdsa, |c| {
+            (c.kind, action(c) != StapleAction::Fail)
+        });
+        let Some(chosen) = self.candidates.get(i) else {
+            return Err(SelectCertError::ERROR);
+        };
+        let act = action(chosen);
+        self.stats.record(asked, act);
+        if act == StapleAction::Fail {
+            return Err(SelectCertError::ERROR);
+        }
+        let ssl = hello.ssl_mut();
+        if let Some(ctx) = &chosen.ctx {
+            // Before the staple: switching contexts replaces the connection's certificate
+            // settings, the OCSP response with them.
+            ssl.set_ssl_context(ctx)
+                .map_err(|_| SelectCertError::ERROR)?;
+        }
+        if act == StapleAction::Staple {
+            if let Some(der) = chosen.ocsp.der() {
+                ssl.set_ocsp_status(der)
+                    .map_err(|_| SelectCertError::ERROR)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Which certificate (an index into `certs`, the primary first) serves a client, given each
+/// one's key kind and whether its OCSP action lets it serve (`usable`):
+/// 1. the first usable certificate of the kind the client prefers (ECDSA P-256 when it can use
+///    it, else RSA);
+/// 2. else the primary, if usable;
+/// 3. else, for an ECDSA-capable client, the first usable RSA certificate (Envoy's fallback
+///    candidate);
+/// 4. else the primary, whose OCSP action then fails the handshake.
+///
+/// Without OCSP every certificate is usable and this is the plain key-kind choice: the primary
+/// unless the client cannot use it and an alternative of the kind it prefers exists.
+fn choose_certificate<T>(
+    certs: &[T],
+    wants_ecdsa: bool,
+    facts: impl Fn(&T) -> (KeyKind, bool),
+) -> usize {
     let preferred = if wants_ecdsa {
         KeyKind::EcdsaP256
     } else {
         KeyKind::Rsa
     };
-    if primary == preferred {
-        return Ok(());
+    let first = |want: &dyn Fn(KeyKind) -> bool| {
+        certs.iter().position(|c| {
+            let (kind, usable) = facts(c);
+            usable && want(kind)
+        })
+    };
+    if let Some(i) = first(&|k| k == preferred) {
+        return i;
     }
-    if let Some((_, ctx)) = alternatives.iter().find(|(k, _)| *k == preferred) {
-        hello
-            .ssl_mut()
-            .set_ssl_context(ctx)
-            .map_err(|_| SelectCertError::ERROR)?;
+    if certs.first().is_some_and(|c| facts(c).1) {
+        return 0;
     }
-    Ok(())
+    if wants_ecdsa {
+        if let Some(i) = first(&|k| k == KeyKind::Rsa) {
+            return i;
+        }
+    }
+    0
 }
 
 /// Does the ClientHello allow an ECDSA P-256 certificate? It must list
@@ -408,4 +496,38 @@ fn is_ecdhe_ecdsa(suite: u16) -> bool {
         suite,
         0xc009 | 0xc00a | 0xc02b | 0xc02c | 0xcca9 | 0xc023 | 0xc024
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use KeyKind::{EcdsaP256 as Ec, Rsa};
+
+    fn choose(certs: &[(KeyKind, bool)], wants_ecdsa: bool) -> usize {
+        choose_certificate(certs, wants_ecdsa, |c| *c)
+    }
+
+    #[test]
+    fn key_kind_choice_without_ocsp() {
+        assert_eq!(choose(&[(Rsa, true)], true), 0);
+        assert_eq!(choose(&[(Rsa, true), (Ec, true)], true), 1);
+        assert_eq!(choose(&[(Rsa, true), (Ec, true)], false), 0);
+        assert_eq!(choose(&[(Ec, true), (Rsa, true)], false), 1);
+        assert_eq!(choose(&[(Ec, true), (Rsa, true)], true), 0);
+        assert_eq!(choose(&[(KeyKind::Other, true), (Rsa, true)], true), 0);
+    }
+
+    #[test]
+    fn a_certificate_whose_staple_fails_is_passed_over() {
+        // An ECDSA-capable client: the RSA certificate when the ECDSA one cannot serve.
+        assert_eq!(choose(&[(Ec, false), (Rsa, true)], true), 1);
+        assert_eq!(choose(&[(Rsa, false), (Ec, false), (Rsa, true)], true), 2);
+        // The other ECDSA certificate before any RSA one.
+        assert_eq!(choose(&[(Rsa, true), (Ec, false), (Ec, true)], true), 2);
+        // An RSA-only client cannot take the ECDSA one: the primary, which fails.
+        assert_eq!(choose(&[(Rsa, false), (Ec, true)], false), 0);
+        // Nothing can serve: the primary.
+        assert_eq!(choose(&[(Ec, false), (Rsa, false)], true), 0);
+        assert_eq!(choose(&[], true), 0);
+    }
 }

@@ -2,8 +2,8 @@
 //!
 //! Server side: `SSL_CTX`s built from Envoy's `DownstreamTlsContext` (certificates, versions,
 //! ciphers, groups, ALPN, mTLS, resumption), certificate selection per ClientHello, SNI reading
-//! for filter-chain selection, and Envoy's `ssl.*` handshake statistics, failures classified
-//! here too ([`HandshakeStats::record_failure`]).
+//! for filter-chain selection, OCSP stapling ([`ocsp`]), and Envoy's `ssl.*` handshake
+//! statistics, failures classified here too ([`HandshakeStats::record_failure`]).
 //!
 //! Client side ([`client`]): the client context of an upstream connection (Envoy's
 //! `UpstreamTlsContext`: trusted CAs and verification, SNI, ALPN offer, client certificate) and
@@ -26,6 +26,7 @@ pub use quickshake_wire::client_hello;
 pub mod context;
 mod error;
 pub mod handshake_stats;
+pub mod ocsp;
 pub mod session_id;
 #[cfg(test)]
 mod test_support;
@@ -38,4 +39,5 @@ pub use client::{ClientHandshakeError, ClientTls, ClientTlsError, ClientTlsOptio
 pub use context::{build_chain_tls, ChainTls, LoadedCert};
 pub use error::TlsError;
 pub use handshake_stats::HandshakeStats;
+pub use ocsp::{OcspDetails, OcspStats};
 pub use tickets::{ticket_outcome, TicketKeys, TicketOutcome};

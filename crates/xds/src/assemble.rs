@@ -180,7 +180,7 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
                     return Err(wrong_secret(name, &sds, &kind, "a tls_certificate"));
                 };
                 cert.path = format!("{} (secret '{}')", sds.path, sds.name);
-                tls.certificates.push(cert);
+                tls.certificates.push(*cert);
                 parts.push(&s.json);
             }
             tls.sds_certificates = kept;

@@ -37,5 +37,6 @@ mod reliability_storms;
 mod rendered_bootstraps;
 mod rotation;
 mod sds_secrets;
+mod tls_ocsp;
 mod tls_tickets;
 mod xds;

@@ -23,6 +23,27 @@ pub fn envoy_binary() -> &'static Path {
     })
 }
 
+/// `envoy --mode validate` on a bootstrap (YAML): whether Envoy accepts it, and its output
+/// (the reason when it does not).
+pub fn validate(bootstrap: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("bootstrap.yaml");
+    std::fs::write(&cfg, bootstrap).expect("write bootstrap");
+    let out = Command::new("timeout")
+        .arg("20")
+        .arg(envoy_binary())
+        .args(["--mode", "validate", "-c"])
+        .arg(&cfg)
+        .output()
+        .expect("run envoy --mode validate");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 /// A running Envoy; killed on drop.
 pub struct Envoy {
     child: Option<Child>,

@@ -3,6 +3,7 @@
 
 pub mod control_plane;
 pub mod envoy;
+pub mod ocsp_pki;
 pub mod providers;
 pub mod tls_client;
 pub mod upstreams;
