@@ -37,4 +37,5 @@ mod reliability_storms;
 mod rendered_bootstraps;
 mod rotation;
 mod sds_secrets;
+mod tls_flood;
 mod xds;
