@@ -28,6 +28,8 @@ const ROOTS: &[&str] = &[
     "envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy",
     "envoy.extensions.filters.listener.proxy_protocol.v3.ProxyProtocol",
     "envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector",
+    "envoy.extensions.filters.listener.local_ratelimit.v3.LocalRateLimit",
+    "envoy.extensions.filters.network.local_ratelimit.v3.LocalRateLimit",
     "envoy.extensions.filters.http.router.v3.Router",
     "envoy.extensions.filters.http.health_check.v3.HealthCheck",
     "envoy.extensions.filters.http.compressor.v3.Compressor",

@@ -2,7 +2,7 @@
 //! its two helpers for the benchmark scripts, `observe` and `cpu-info`.
 
 use std::io::IsTerminal;
-use std::net::ToSocketAddrs;
+use std::net::{IpAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -123,6 +123,10 @@ struct Args {
     /// Server name for SNI and verification (default: the URL host).
     #[arg(long)]
     sni: Option<String>,
+    /// Make every connection from this local address (e.g. 127.0.0.2: Linux routes all of
+    /// 127/8 to the loopback), of the target's address family.
+    #[arg(long)]
+    bind: Option<IpAddr>,
     /// ALPN to offer; h2 speaks a minimal HTTP/2 (one stream per request).
     #[arg(long, value_enum)]
     alpn: Option<AlpnArg>,
@@ -169,6 +173,13 @@ fn config(a: &Args) -> Result<Config, String> {
         .map_err(|e| format!("resolving {}: {e}", url.host))?
         .next()
         .ok_or_else(|| format!("{} resolves to no address", url.host))?;
+    if let Some(b) = a.bind {
+        if b.is_ipv4() != addr.is_ipv4() {
+            return Err(format!(
+                "--bind {b}: not of the address family of the target {addr}"
+            ));
+        }
+    }
     let open = a.rate.is_some();
     let connections = a.connections.unwrap_or(if open { 1024 } else { 16 });
     if connections == 0 {
@@ -188,6 +199,7 @@ fn config(a: &Args) -> Result<Config, String> {
         server_name: a.sni.clone().unwrap_or_else(|| url.host.clone()),
         url,
         addr,
+        bind: a.bind,
         connections,
         rate: a.rate,
         duration,

@@ -25,6 +25,7 @@ mod error;
 mod header_mutation;
 mod http;
 mod http_filter;
+mod limits;
 mod listener;
 mod matcher;
 mod merge;

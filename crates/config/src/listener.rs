@@ -8,7 +8,11 @@ use crate::address::address;
 use crate::cluster::{cluster_ref, ClusterNames};
 use crate::duration::duration;
 use crate::http::http_connection_manager;
-use crate::model::{DownstreamTls, FilterChain, Listener, NetworkFilter, TcpProxy};
+use crate::limits::{handshake_limit, local_rate_limit, RateLimitFilter};
+use crate::model::{
+    DownstreamTls, FilterChain, Listener, ListenerLimit, LocalRateLimit, NetworkFilter,
+    SocketLimit, TcpProxy,
+};
 use crate::tls::downstream_tls_context;
 use crate::walk::{join, Node, Result};
 
@@ -68,12 +72,31 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
     };
     let addr = address(&o.req("address")?)?;
     let mut proxy_protocol = false;
+    let mut limits = Vec::new();
     for f in o.items("listener_filters") {
-        if listener_filter(&f)? == ListenerFilter::ProxyProtocol {
-            if proxy_protocol {
+        match listener_filter(&f)? {
+            ListenerFilter::ProxyProtocol if proxy_protocol => {
                 return Err(f.err("duplicate proxy_protocol listener filter"));
             }
-            proxy_protocol = true;
+            ListenerFilter::ProxyProtocol => proxy_protocol = true,
+            ListenerFilter::TlsInspector => {}
+            ListenerFilter::Limit(SocketLimit::HandshakeLimit(_))
+                if limits
+                    .iter()
+                    .any(|l: &ListenerLimit| matches!(l.limit, SocketLimit::HandshakeLimit(_))) =>
+            {
+                return Err(f.err("duplicate handshake_limit listener filter"));
+            }
+            ListenerFilter::Limit(limit) => limits.push(ListenerLimit {
+                limit,
+                after_proxy_protocol: proxy_protocol,
+            }),
+        }
+    }
+    // The handshake limit counts the client's address: the one a PROXY header carries.
+    for l in &mut limits {
+        if matches!(l.limit, SocketLimit::HandshakeLimit(_)) {
+            l.after_proxy_protocol = proxy_protocol;
         }
     }
     let per_connection_buffer_limit_bytes = o
@@ -137,13 +160,14 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
         proxy_protocol,
         ignore_global_conn_limit: o.bool_or_false("ignore_global_conn_limit")?
             || o.bool_or_false("bypass_overload_manager")?,
+        limits,
     })
 }
 
-#[derive(PartialEq, Eq)]
 enum ListenerFilter {
     TlsInspector,
     ProxyProtocol,
+    Limit(SocketLimit),
 }
 
 /// `typed_config: {}` is accepted as "no settings", as Envoy's older examples write it.
@@ -192,9 +216,20 @@ fn listener_filter(node: &Node<'_>) -> Result<ListenerFilter> {
             }
             Ok(ListenerFilter::ProxyProtocol)
         }
+        "envoy.filters.listener.local_ratelimit" => Ok(ListenerFilter::Limit(
+            SocketLimit::LocalRateLimit(local_rate_limit(
+                &o.req("typed_config")?,
+                RateLimitFilter::Listener,
+                &node.path,
+            )?),
+        )),
+        "quickshake.filters.listener.handshake_limit" => Ok(ListenerFilter::Limit(
+            SocketLimit::HandshakeLimit(handshake_limit(&o.req("typed_config")?)?),
+        )),
         other => Err(name_node.err(format!(
             "unknown listener filter \"{other}\" (supported: \
-             envoy.filters.listener.tls_inspector, envoy.filters.listener.proxy_protocol)"
+             envoy.filters.listener.tls_inspector, envoy.filters.listener.proxy_protocol, \
+             envoy.filters.listener.local_ratelimit, quickshake.filters.listener.handshake_limit)"
         ))),
     }
 }
@@ -261,13 +296,14 @@ fn filter_chain(node: &Node<'_>, clusters: &ClusterNames) -> Result<(FilterChain
         .get("transport_socket_connect_timeout")
         .map(|d| duration(&d))
         .transpose()?;
-    let network = network_filters(&o.req("filters")?, clusters)?;
+    let (rate_limits, network) = network_filters(&o.req("filters")?, clusters)?;
     Ok((
         FilterChain {
             path: node.path.clone(),
             server_names,
             tls,
             transport_socket_connect_timeout,
+            rate_limits,
             network,
         },
         transport_protocol,
@@ -288,43 +324,54 @@ fn transport_socket(node: &Node<'_>) -> Result<DownstreamTls> {
     downstream_tls_context(&o.req("typed_config")?)
 }
 
-fn network_filters(node: &Node<'_>, clusters: &ClusterNames) -> Result<NetworkFilter> {
-    let mut found = Vec::new();
+/// A chain's `filters`: `envoy.filters.network.local_ratelimit` filters, then the one terminal
+/// filter (HTTP connection manager or `tcp_proxy`), which must be last, as Envoy requires.
+fn network_filters(
+    node: &Node<'_>,
+    clusters: &ClusterNames,
+) -> Result<(Vec<LocalRateLimit>, NetworkFilter)> {
+    let mut rate_limits = Vec::new();
+    let mut terminal: Option<(NetworkFilter, String)> = None;
     for f in node.items() {
         let o = f.obj_with(&["name", "typed_config"], &["config_discovery"])?;
         let name_node = o.req("name")?;
-        match name_node.as_str()? {
+        let name = name_node.as_str()?;
+        if let Some((_, last)) = &terminal {
+            return Err(f.err(format!(
+                "comes after the terminal filter {last}, which must be the last filter in a \
+                 network filter chain"
+            )));
+        }
+        match name {
             "envoy.filters.network.http_connection_manager" | "envoy.http_connection_manager" => {
-                found.push(NetworkFilter::Http(Box::new(http_connection_manager(
-                    &o.req("typed_config")?,
-                    clusters,
-                )?)));
+                let hcm = http_connection_manager(&o.req("typed_config")?, clusters)?;
+                terminal = Some((NetworkFilter::Http(Box::new(hcm)), name.to_owned()));
             }
             "envoy.filters.network.tcp_proxy" | "envoy.tcp_proxy" => {
-                found.push(NetworkFilter::TcpProxy(tcp_proxy(
-                    &o.req("typed_config")?,
-                    clusters,
-                )?));
+                let tp = tcp_proxy(&o.req("typed_config")?, clusters)?;
+                terminal = Some((NetworkFilter::TcpProxy(tp), name.to_owned()));
             }
+            "envoy.filters.network.local_ratelimit" => rate_limits.push(local_rate_limit(
+                &o.req("typed_config")?,
+                RateLimitFilter::Network,
+                &f.path,
+            )?),
             other => {
                 return Err(name_node.err(format!(
                     "unknown network filter \"{other}\" (supported: \
                      envoy.filters.network.http_connection_manager, \
-                     envoy.filters.network.tcp_proxy)"
+                     envoy.filters.network.tcp_proxy, envoy.filters.network.local_ratelimit)"
                 )))
             }
         }
     }
-    if found.len() != 1 {
-        return Err(node.err(format!(
-            "exactly one network filter (envoy.filters.network.http_connection_manager or \
-             envoy.filters.network.tcp_proxy) is required, got {}",
-            found.len()
-        )));
+    match terminal {
+        Some((network, _)) => Ok((rate_limits, network)),
+        None => Err(node.err(
+            "a terminal network filter (envoy.filters.network.http_connection_manager or \
+             envoy.filters.network.tcp_proxy) is required, last",
+        )),
     }
-    found
-        .pop()
-        .ok_or_else(|| node.err("a network filter is required"))
 }
 
 fn tcp_proxy(node: &Node<'_>, clusters: &ClusterNames) -> Result<TcpProxy> {

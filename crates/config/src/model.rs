@@ -10,9 +10,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod http;
+mod limits;
 mod route;
 mod xds;
 pub use http::*;
+pub use limits::*;
 pub use route::*;
 pub use xds::*;
 
@@ -121,6 +123,9 @@ pub struct Listener {
     /// and do not count toward, `max_active_downstream_connections`, as Istio's and Envoy
     /// Gateway's admin-side listeners (stats, readiness) need.
     pub ignore_global_conn_limit: bool,
+    /// `listener_filters[]` `envoy.filters.listener.local_ratelimit` and
+    /// `quickshake.filters.listener.handshake_limit`, in their order.
+    pub limits: Vec<ListenerLimit>,
 }
 
 #[derive(Debug, Clone)]
@@ -133,7 +138,9 @@ pub struct FilterChain {
     pub tls: Option<DownstreamTls>,
     /// `transport_socket_connect_timeout` (handshake timeout). Default applied by the server.
     pub transport_socket_connect_timeout: Option<Duration>,
-    /// The chain's one network filter (`filters[0]`).
+    /// `envoy.filters.network.local_ratelimit` filters, in order, before the terminal one.
+    pub rate_limits: Vec<LocalRateLimit>,
+    /// The chain's terminal network filter (the last of `filters`).
     pub network: NetworkFilter,
 }
 

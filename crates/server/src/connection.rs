@@ -1,6 +1,7 @@
-//! One downstream connection: connection limit, filter-chain selection by SNI, the TLS
-//! handshake (bounded by `transport_socket_connect_timeout`), then HTTP until done, idle or
-//! drained. Every failure ends this connection only and moves a counter.
+//! One downstream connection: connection limit, admission (rate limits, handshakes in progress
+//! per source: [`crate::admission`]), filter-chain selection by SNI, the TLS handshake (bounded
+//! by `transport_socket_connect_timeout`), then HTTP until done, idle or drained. Every failure
+//! ends this connection only and moves a counter.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,7 +16,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use crate::admission::Stage;
 use crate::handoff::{self, Movable, Socket};
+use crate::handshake_limit::HandshakeSlot;
 use crate::http::handle_request;
 use crate::http_runtime::{ConnInfo, HttpRuntime};
 use crate::listener::{ChainRuntime, ListenerShared, Network};
@@ -35,14 +38,25 @@ pub async fn serve_connection(
     drain: watch::Receiver<bool>,
 ) {
     let stats = &listener.stats;
-    stats.downstream_cx_total.inc();
     let limited = !listener.ignore_global_conn_limit;
     if !server.admit(limited) {
+        stats.downstream_cx_total.inc();
         stats.downstream_cx_overflow.inc();
         stats.downstream_global_cx_overflow.inc();
         drop(stream);
         return;
     }
+    // Listener filters that need no byte of the socket: one they refuse is closed before it
+    // becomes a connection (not in downstream_cx_total), as Envoy's listener filters close it.
+    let admitted = listener
+        .admission
+        .load()
+        .admit(Stage::Accept, peer.ip(), None);
+    let Ok(handshake_slot) = admitted else {
+        server.leave(limited);
+        return;
+    };
+    stats.downstream_cx_total.inc();
     stats.downstream_cx_active.inc();
     let _ = stream.set_nodelay(true);
     let local = stream
@@ -53,6 +67,7 @@ pub async fn serve_connection(
         listener,
         server,
         started: Instant::now(),
+        handshake_slot,
     };
     run(Socket::Live(stream), peer, local, drain, guard).await;
 }
@@ -62,6 +77,15 @@ struct ConnGuard {
     listener: Arc<ListenerShared>,
     server: Arc<ServerShared>,
     started: Instant,
+    /// Its place among its source's handshakes in progress (`handshake_limit`), given back
+    /// when the handshake ends ([`ConnGuard::handshake_done`]) or the connection does.
+    handshake_slot: Option<HandshakeSlot>,
+}
+
+impl ConnGuard {
+    fn handshake_done(&mut self) {
+        self.handshake_slot = None;
+    }
 }
 
 impl Drop for ConnGuard {
@@ -72,11 +96,7 @@ impl Drop for ConnGuard {
         stats
             .downstream_cx_length_ms
             .record(self.started.elapsed().as_secs_f64() * 1000.0);
-        if self.listener.ignore_global_conn_limit {
-            self.server.release_unlimited();
-        } else {
-            self.server.release();
-        }
+        self.server.leave(!self.listener.ignore_global_conn_limit);
     }
 }
 
@@ -85,9 +105,9 @@ async fn run(
     mut peer: SocketAddr,
     local: String,
     drain: watch::Receiver<bool>,
-    guard: ConnGuard,
+    mut guard: ConnGuard,
 ) {
-    let listener = &guard.listener;
+    let listener = guard.listener.clone();
     let chains = listener.chains.load_full();
     let mut stream = Prefixed::new(Vec::new(), stream);
     if listener.proxy_protocol {
@@ -112,6 +132,16 @@ async fn run(
                 listener.stats.downstream_pre_cx_timeout.inc();
                 return;
             }
+        }
+        // The listener filters after proxy_protocol, on the client's address.
+        let slot = guard.handshake_slot.take();
+        match listener
+            .admission
+            .load()
+            .admit(Stage::AfterProxyHeader, peer.ip(), slot)
+        {
+            Ok(slot) => guard.handshake_slot = slot,
+            Err(_) => return,
         }
     }
     if chains.len() == 1 {
@@ -149,7 +179,8 @@ async fn run(
     serve_chain(stream, chain, deadline, peer, local, drain, guard).await;
 }
 
-/// TLS (if the chain has it) then HTTP on one connection. `deadline` bounds the handshake.
+/// The chain's rate limits, then TLS (if the chain has it) then HTTP on one connection.
+/// `deadline` bounds the handshake.
 async fn serve_chain<S>(
     stream: S,
     chain: Arc<ChainRuntime>,
@@ -157,16 +188,21 @@ async fn serve_chain<S>(
     peer: SocketAddr,
     local: String,
     drain: watch::Receiver<bool>,
-    guard: ConnGuard,
+    mut guard: ConnGuard,
 ) where
     S: AsyncRead + AsyncWrite + Movable + Unpin + Send + 'static,
 {
+    // Network local_ratelimit filters: closed as the connection is created, before any TLS.
+    if chain.rate_limits.admit().is_err() {
+        return;
+    }
     let Some(tls) = chain.tls.clone() else {
+        guard.handshake_done();
         let info = conn_info(peer, local, None, None);
         serve_network(stream, chain, info, None, drain, guard).await;
         return;
     };
-    let listener = &guard.listener;
+    let listener = guard.listener.clone();
     let stats = &listener.stats;
     let started = Instant::now();
     let ssl = match tls.new_ssl() {
@@ -177,7 +213,9 @@ async fn serve_chain<S>(
         }
     };
     let handshake = tokio_boring::SslStreamBuilder::new(ssl, stream).accept();
-    let tls_stream = match tokio::time::timeout_at(deadline.into(), handshake).await {
+    let handshake = tokio::time::timeout_at(deadline.into(), handshake).await;
+    guard.handshake_done();
+    let tls_stream = match handshake {
         Err(_) => {
             stats.downstream_cx_transport_socket_connect_timeout.inc();
             return;

@@ -244,6 +244,7 @@ impl Harness {
             listener: self.listener.clone(),
             server: self.server.clone(),
             started: Instant::now(),
+            handshake_slot: None,
         };
         let deadline = Instant::now() + chain.handshake_timeout;
         let peer: SocketAddr = PEER.parse().expect("peer");

@@ -26,7 +26,7 @@ use quickshake_xds::{Resources, Sink};
 use crate::clusters;
 use crate::gateway::{ListenerStop, Workers};
 use crate::http_runtime::RouteTable;
-use crate::listener::{build_chains, ListenerShared, Network};
+use crate::listener::{ListenerShared, Network};
 use quickshake_config::RouteSource;
 
 struct Active {
@@ -176,15 +176,11 @@ impl DynamicConfig {
                         && act.shared.proxy_protocol == l.proxy_protocol
                         && act.shared.ignore_global_conn_limit == l.ignore_global_conn_limit =>
                 {
-                    let chains = build_chains(
-                        l,
-                        &self.store,
-                        &self.providers,
-                        &self.clusters,
-                        &act.shared.scope,
-                    )
-                    .map_err(|e| err(l, &e))?;
-                    in_place.push((l.name.clone(), chains, (b.fingerprint, b.routes)));
+                    let update = act
+                        .shared
+                        .build_update(l, &self.store, &self.providers, &self.clusters)
+                        .map_err(|e| err(l, &e))?;
+                    in_place.push((l.name.clone(), update, (b.fingerprint, b.routes)));
                 }
                 _ => {
                     let shared =
@@ -203,9 +199,9 @@ impl DynamicConfig {
             }
             tracing::info!(listener = %name, "routes updated; open connections use them for new requests");
         }
-        for (name, chains, print) in in_place {
+        for (name, update, print) in in_place {
             if let Some(act) = self.listeners.get_mut(&name) {
-                act.shared.replace_chains(chains);
+                act.shared.update(update);
                 (act.fingerprint, act.routes) = print;
                 tracing::info!(listener = %name, "listener updated in place; open connections keep their filter chains");
             }

@@ -6,7 +6,9 @@
 //! (`path_normalize`), the health-check and compressor HTTP filters (`filters`), forwarding
 //! to upstream clusters with retries and WebSocket upgrades (`proxy`, `upgrade`), `tcp_proxy`,
 //! access logs, certificate rotation (`reload`), configuration from a control plane applied
-//! while serving (`dynamic`, the xDS client's sink), connection limits and graceful drain.
+//! while serving (`dynamic`, the xDS client's sink), connection limits and graceful drain, and
+//! admission before any TLS work (`admission`: Envoy's local rate limit filters on
+//! `token_bucket`, quickshake's per-source handshake limit on `handshake_limit`).
 //!
 //! It owns sockets and event loops. It must not parse configuration (that is
 //! `quickshake-config`), touch BoringSSL beyond driving a handshake (`quickshake-tls`), or
@@ -15,6 +17,7 @@
 
 pub mod access_log;
 pub mod admin_state;
+pub mod admission;
 pub mod body;
 pub mod clusters;
 pub mod connection;
@@ -23,6 +26,7 @@ pub mod error;
 pub mod filters;
 pub mod gateway;
 pub mod handoff;
+pub mod handshake_limit;
 pub mod header_mutation;
 pub mod http;
 pub mod http_runtime;
@@ -36,6 +40,7 @@ pub mod routing;
 pub mod shared;
 pub mod tcp_proxy;
 pub mod time;
+pub mod token_bucket;
 pub mod upgrade;
 pub mod worker;
 

@@ -1,5 +1,6 @@
 //! Listeners: binding (one SO_REUSEPORT socket per worker, so a connection never crosses
-//! threads), the per-listener state shared by workers, and the swap seam for TLS contexts.
+//! threads), the per-listener state shared by workers (its admission filters, handshake table
+//! and token buckets among it), and the swap seam for TLS contexts and listener updates.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,9 +14,12 @@ use quickshake_tls::{build_chain_tls, ChainTls, HandshakeStats, OcspStats};
 use quickshake_upstream::ClusterManager;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::admission::{ChainRateLimits, ListenerAdmission};
 use crate::error::ServerError;
+use crate::handshake_limit::HandshakeTable;
 use crate::http_runtime::HttpRuntime;
 use crate::tcp_proxy::TcpProxyRuntime;
+use crate::token_bucket::BucketRegistry;
 
 /// Handshake timeout used when `transport_socket_connect_timeout` is not set. Envoy has none by
 /// default; a gateway on the internet edge should not hold a socket forever for a silent client.
@@ -89,6 +93,8 @@ pub struct ChainRuntime {
     pub server_names: Vec<String>,
     pub tls: Option<Arc<ChainTls>>,
     pub handshake_timeout: Duration,
+    /// `envoy.filters.network.local_ratelimit` filters before the terminal one.
+    pub rate_limits: ChainRateLimits,
     pub network: Network,
 }
 
@@ -99,11 +105,23 @@ pub struct ListenerShared {
     pub scope: String,
     /// Swapped whole on certificate rotation; a connection keeps the `Arc` it started with.
     pub chains: ArcSwap<Vec<Arc<ChainRuntime>>>,
+    /// The listener filters that admit or refuse sockets; swapped with the chains.
+    pub admission: ArcSwap<ListenerAdmission>,
     pub stats: ListenerStats,
     /// `envoy.filters.listener.proxy_protocol`: a PROXY header precedes the client's bytes.
     pub proxy_protocol: bool,
     /// Outside the global connection limit (`ignore_global_conn_limit`).
     pub ignore_global_conn_limit: bool,
+    /// Handshakes in progress per source (`handshake_limit`), kept across updates.
+    handshakes: Arc<HandshakeTable>,
+    /// The token buckets of this listener's rate limit filters, by filter path.
+    buckets: BucketRegistry,
+}
+
+/// A listener's filter chains and admission filters, built for [`ListenerShared::update`].
+pub struct ListenerUpdate {
+    chains: Vec<Arc<ChainRuntime>>,
+    admission: ListenerAdmission,
 }
 
 impl ListenerShared {
@@ -114,36 +132,55 @@ impl ListenerShared {
         clusters: &ClusterManager,
     ) -> Result<Self, ServerError> {
         let scope = stat_scope(&cfg.address);
-        let chains = build_chains(cfg, store, providers, clusters, &scope)?;
-        Ok(ListenerShared {
+        let handshakes = HandshakeTable::new();
+        let shared = ListenerShared {
             name: cfg.name.clone(),
             address: cfg.address,
             stats: ListenerStats::new(store, &scope),
             scope,
-            chains: ArcSwap::from_pointee(chains),
+            chains: ArcSwap::from_pointee(Vec::new()),
+            admission: ArcSwap::from_pointee(ListenerAdmission::none(handshakes.clone())),
             proxy_protocol: cfg.proxy_protocol,
             ignore_global_conn_limit: cfg.ignore_global_conn_limit,
-        })
+            handshakes,
+            buckets: BucketRegistry::default(),
+        };
+        let built = shared.build_update(cfg, store, providers, clusters)?;
+        shared.update(built);
+        Ok(shared)
     }
 
-    /// Replace the filter chains (new TLS contexts) without touching open connections.
-    pub fn replace_chains(&self, chains: Vec<Arc<ChainRuntime>>) {
-        self.chains.store(Arc::new(chains));
+    /// Build `cfg`'s filter chains (certificates are loaded here) and admission filters for
+    /// this listener. A rate limit filter whose settings did not change keeps its bucket (its
+    /// tokens), as the handshake table keeps its counts.
+    pub fn build_update(
+        &self,
+        cfg: &Listener,
+        store: &Store,
+        providers: &Providers,
+        clusters: &ClusterManager,
+    ) -> Result<ListenerUpdate, ServerError> {
+        let chains = cfg
+            .filter_chains
+            .iter()
+            .map(|fc| build_chain(fc, store, providers, clusters, self).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let admission = ListenerAdmission::build(
+            &cfg.limits,
+            store,
+            &self.scope,
+            &self.buckets,
+            self.handshakes.clone(),
+        );
+        Ok(ListenerUpdate { chains, admission })
     }
-}
 
-/// Build every filter chain of a listener (certificates are loaded here).
-pub fn build_chains(
-    cfg: &Listener,
-    store: &Store,
-    providers: &Providers,
-    clusters: &ClusterManager,
-    scope: &str,
-) -> Result<Vec<Arc<ChainRuntime>>, ServerError> {
-    cfg.filter_chains
-        .iter()
-        .map(|fc| build_chain(fc, store, providers, clusters, scope).map(Arc::new))
-        .collect()
+    /// Put new filter chains (new TLS contexts) and admission filters in place without
+    /// touching open connections.
+    pub fn update(&self, u: ListenerUpdate) {
+        self.admission.store(Arc::new(u.admission));
+        self.chains.store(Arc::new(u.chains));
+    }
 }
 
 fn build_chain(
@@ -151,8 +188,9 @@ fn build_chain(
     store: &Store,
     providers: &Providers,
     clusters: &ClusterManager,
-    scope: &str,
+    listener: &ListenerShared,
 ) -> Result<ChainRuntime, ServerError> {
+    let scope = listener.scope.as_str();
     let tls = match &fc.tls {
         Some(t) => Some(Arc::new(build_chain_tls(
             t,
@@ -173,6 +211,7 @@ fn build_chain(
         handshake_timeout: fc
             .transport_socket_connect_timeout
             .unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT),
+        rate_limits: ChainRateLimits::build(&fc.rate_limits, store, &listener.buckets),
         network: match &fc.network {
             NetworkFilter::Http(hcm) => {
                 Network::Http(Arc::new(HttpRuntime::build(hcm, store, clusters)?))

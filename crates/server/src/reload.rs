@@ -19,7 +19,7 @@ use quickshake_keyprovider::Providers;
 use quickshake_stats::{Counter, Store};
 use quickshake_upstream::ClusterManager;
 
-use crate::listener::{build_chains, ListenerShared};
+use crate::listener::ListenerShared;
 
 /// How often files are checked by default (the binary's `--reload-interval-ms` sets it).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
@@ -164,9 +164,9 @@ fn reload(w: &mut Watched, store: &Store, providers: &Providers, clusters: &Clus
     // Remember what we saw first: a half-written file that fails now is retried when it changes
     // again (its writer finishing changes its size or time).
     w.snapshot();
-    match build_chains(&w.cfg, store, providers, clusters, &w.shared.scope) {
-        Ok(chains) => {
-            w.shared.replace_chains(chains);
+    match w.shared.build_update(&w.cfg, store, providers, clusters) {
+        Ok(update) => {
+            w.shared.update(update);
             w.success.inc();
             if w.cfg.filter_chains.iter().any(|c| {
                 c.tls.as_ref().is_some_and(|t| {

@@ -56,6 +56,15 @@ impl ServerShared {
         self.unlimited.fetch_sub(1, Ordering::AcqRel);
     }
 
+    /// The end of a connection admitted with `admit(limited)`.
+    pub fn leave(&self, limited: bool) {
+        if limited {
+            self.release();
+        } else {
+            self.release_unlimited();
+        }
+    }
+
     /// Open connections, limited or not.
     pub fn active(&self) -> u64 {
         self.active.load(Ordering::Acquire) + self.unlimited.load(Ordering::Acquire)

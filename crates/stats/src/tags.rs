@@ -51,6 +51,8 @@ pub mod names {
     pub const LISTENER_ADDRESS: &str = "envoy.listener_address";
     pub const VIRTUAL_HOST: &str = "envoy.virtual_host";
     pub const WORKER_ID: &str = "envoy.worker_id";
+    pub const LOCAL_NETWORK_RATELIMIT_PREFIX: &str = "envoy.local_network_ratelimit_prefix";
+    pub const LOCAL_LISTENER_RATELIMIT_PREFIX: &str = "envoy.local_listener_ratelimit_prefix";
 }
 
 struct Extractor {
@@ -125,6 +127,18 @@ const DEFAULTS: &[(&str, &str, &str)] = &[
         names::WORKER_ID,
         "listener_manager.worker_",
         r"^listener_manager\.((worker_\d+)\.)",
+    ),
+    // local_rate_limit.(<stat_prefix>.)* (the network filter)
+    (
+        names::LOCAL_NETWORK_RATELIMIT_PREFIX,
+        "local_rate_limit.",
+        r"^local_rate_limit\.(([^.]+)\.)",
+    ),
+    // listener_local_ratelimit.(<stat_prefix>.)* (the listener filter)
+    (
+        names::LOCAL_LISTENER_RATELIMIT_PREFIX,
+        "listener_local_ratelimit.",
+        r"^listener_local_ratelimit\.(([^.]+)\.)",
     ),
 ];
 
@@ -272,6 +286,31 @@ mod tests {
         assert_eq!(
             prometheus_name(&e.name),
             "envoy_http_downstream_rq_xx".to_string()
+        );
+    }
+
+    /// As Envoy 1.39.3's `/stats/prometheus` writes them:
+    /// `envoy_local_rate_limit_rate_limited{envoy_local_network_ratelimit_prefix="nrl"}`,
+    /// `envoy_listener_local_ratelimit_rate_limited{envoy_local_listener_ratelimit_prefix="lrl"}`.
+    #[test]
+    fn local_rate_limit_prefixes() {
+        let e = extract("local_rate_limit.nrl.rate_limited");
+        assert_eq!(
+            prometheus_name(&e.name),
+            "envoy_local_rate_limit_rate_limited"
+        );
+        assert_eq!(
+            tags(&e),
+            vec![(names::LOCAL_NETWORK_RATELIMIT_PREFIX, "nrl")]
+        );
+        let e = extract("listener_local_ratelimit.lrl.rate_limited");
+        assert_eq!(
+            prometheus_name(&e.name),
+            "envoy_listener_local_ratelimit_rate_limited"
+        );
+        assert_eq!(
+            tags(&e),
+            vec![(names::LOCAL_LISTENER_RATELIMIT_PREFIX, "lrl")]
         );
     }
 

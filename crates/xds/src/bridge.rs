@@ -69,4 +69,81 @@ mod tests {
         let e = super::to_json("type.googleapis.com/no.such.Type", &[]).unwrap_err();
         assert!(e.to_string().contains("unknown resource type"), "{e}");
     }
+
+    /// The admission filters arrive over LDS as they are written in a bootstrap: Envoy's
+    /// `local_ratelimit` (its descriptors are in the pruned set) and quickshake's own
+    /// `HandshakeLimit` (declared in `descriptors`), and parse into the same model.
+    #[test]
+    fn admission_filters_read_as_their_yaml_would() {
+        use envoy_types::pb::envoy::config::listener::v3 as l;
+        use envoy_types::pb::envoy::extensions::filters::listener::local_ratelimit::v3 as lrl;
+        use envoy_types::pb::envoy::r#type::v3::TokenBucket;
+        use envoy_types::pb::google::protobuf::{Any, Duration};
+        let rate_limit = lrl::LocalRateLimit {
+            stat_prefix: "edge".into(),
+            token_bucket: Some(TokenBucket {
+                max_tokens: 3,
+                tokens_per_fill: None,
+                fill_interval: Some(Duration {
+                    seconds: 60,
+                    nanos: 0,
+                }),
+            }),
+            ..Default::default()
+        };
+        let filter = |name: &str, type_url: &str, value: Vec<u8>| l::ListenerFilter {
+            name: name.into(),
+            config_type: Some(l::listener_filter::ConfigType::TypedConfig(Any {
+                type_url: type_url.into(),
+                value,
+            })),
+            ..Default::default()
+        };
+        let listener = l::Listener {
+            name: "web".into(),
+            listener_filters: vec![
+                filter(
+                    "envoy.filters.listener.local_ratelimit",
+                    "type.googleapis.com/envoy.extensions.filters.listener.local_ratelimit.v3.LocalRateLimit",
+                    rate_limit.encode_to_vec(),
+                ),
+                // max_handshakes_per_source (field 1, varint) = 16.
+                filter(
+                    "quickshake.filters.listener.handshake_limit",
+                    "type.googleapis.com/quickshake.filters.listener.v1.HandshakeLimit",
+                    vec![0x08, 16],
+                ),
+            ],
+            ..Default::default()
+        };
+        let mut v = super::to_json(
+            "type.googleapis.com/envoy.config.listener.v3.Listener",
+            &listener.encode_to_vec(),
+        )
+        .unwrap();
+        v["address"] =
+            serde_json::json!({"socket_address": {"address": "127.0.0.1", "port_value": 8443}});
+        v["filter_chains"] = serde_json::json!([{"filters": [{
+            "name": "envoy.filters.network.tcp_proxy",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy",
+                "stat_prefix": "t", "cluster": "c"
+            }
+        }]}]);
+        let parsed = quickshake_config::listener_resource(&v, &["c".to_owned()]).unwrap();
+        let limits: Vec<_> = parsed.limits.iter().map(|x| &x.limit).collect();
+        match limits.as_slice() {
+            [quickshake_config::SocketLimit::LocalRateLimit(r), quickshake_config::SocketLimit::HandshakeLimit(h)] =>
+            {
+                assert_eq!(r.stat_prefix, "edge");
+                assert_eq!(r.token_bucket.max_tokens, 3);
+                assert_eq!(
+                    r.token_bucket.fill_interval,
+                    std::time::Duration::from_secs(60)
+                );
+                assert_eq!(h.max_handshakes_per_source, 16);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

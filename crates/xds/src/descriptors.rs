@@ -1,7 +1,7 @@
 //! The message descriptors the bridge decodes resources with: every message `envoy-types` was
 //! generated from (its shipped descriptor set), plus the few that crate does not carry, declared
 //! here: the contrib private key providers (`cryptomb`, `qat`), quickshake's own batching
-//! provider, and `TypedStruct` (`udpa.type.v1` and `xds.type.v3`, as Istio wraps extensions).
+//! provider and handshake limit listener filter, and `TypedStruct` (`udpa.type.v1` and `xds.type.v3`, as Istio wraps extensions).
 //! Field numbers and names are those of Envoy's `.proto` files. The shipped set is pruned at
 //! build time (`build.rs`) to the files the accepted message types need (1.2 of 3.4 MB; the
 //! decoded pool is most of the xDS client's resident memory).
@@ -135,6 +135,15 @@ fn declared() -> Vec<FileDescriptorProto> {
             ],
         ),
         file(
+            "quickshake/handshake_limit.proto",
+            "quickshake.filters.listener.v1",
+            &[],
+            vec![message(
+                "HandshakeLimit",
+                vec![field("max_handshakes_per_source", 1, Type::Uint32, None)],
+            )],
+        ),
+        file(
             "quickshake/udpa_typed_struct.proto",
             "udpa.type.v1",
             &[strukt],
@@ -164,6 +173,9 @@ mod tests {
             "envoy.extensions.private_key_providers.cryptomb.v3alpha.CryptoMbPrivateKeyMethodConfig",
             "envoy.extensions.private_key_providers.qat.v3alpha.QatPrivateKeyMethodConfig",
             "quickshake.private_key_providers.v1.BatchingConfig",
+            "quickshake.filters.listener.v1.HandshakeLimit",
+            "envoy.extensions.filters.listener.local_ratelimit.v3.LocalRateLimit",
+            "envoy.extensions.filters.network.local_ratelimit.v3.LocalRateLimit",
             "udpa.type.v1.TypedStruct",
         ] {
             assert!(pool.get_message_by_name(m).is_some(), "{m}");

@@ -1,6 +1,6 @@
 //! A whole run's configuration, as the command line (or a test) sets it.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use super::tls::TlsOptions;
@@ -11,6 +11,8 @@ use crate::http::Url;
 pub struct Config {
     pub url: Url,
     pub addr: SocketAddr,
+    /// Local address every connection is made from (`--bind`); the port is left to the kernel.
+    pub bind: Option<IpAddr>,
     /// Name for SNI and certificate verification (defaults to the URL host).
     pub server_name: String,
     /// Closed loop: connections in flight. Open loop: cap on outstanding requests.

@@ -2,10 +2,11 @@
 //! session when sessions are offered, recording what was negotiated), then an HTTP/1.x or h2
 //! exchange under the request timeout, recorded as a success or an error of one kind.
 
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 use super::conn::{Conn, Failure, Proto};
 use super::h1::h1_exchange;
@@ -14,9 +15,42 @@ use super::tls::sigalg_name;
 use crate::h2::{H2Conn, H2Error};
 use crate::report::{ErrorKind, Negotiated};
 
+/// A TCP connection to `addr`, from `bind` when given (its port chosen at connect time, as for
+/// an unbound socket, so that one source address is not limited to one port per run).
+async fn tcp_connect(addr: SocketAddr, bind: Option<IpAddr>) -> std::io::Result<TcpStream> {
+    let Some(ip) = bind else {
+        return TcpStream::connect(addr).await;
+    };
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let on: libc::c_int = 1;
+        // SAFETY: setsockopt on a socket this function owns, with a c_int option value whose
+        // pointer and size are those of `on`, alive for the call. Best effort: without it,
+        // bind picks the port.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_BIND_ADDRESS_NO_PORT,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+    socket.bind(SocketAddr::new(ip, 0))?;
+    socket.connect(addr).await
+}
+
 async fn establish(sh: &Shared, slot: usize) -> Result<Conn, Failure> {
     let t0 = Instant::now();
-    let tcp = TcpStream::connect(sh.cfg.addr)
+    let tcp = tcp_connect(sh.cfg.addr, sh.cfg.bind)
         .await
         .map_err(|e| Failure(ErrorKind::Connect, format!("{}: {e}", sh.cfg.addr)))?;
     tcp.set_nodelay(true)

@@ -37,6 +37,7 @@ mod reliability_storms;
 mod rendered_bootstraps;
 mod rotation;
 mod sds_secrets;
+mod tls_flood;
 mod tls_ocsp;
 mod tls_tickets;
 mod xds;
