@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use boring::ssl::SslRef;
+use boring::x509::X509VerifyError;
 use quickshake_stats::{Counter, Store};
 
 use crate::tickets::{ticket_outcome, TicketOutcome};
@@ -127,11 +128,10 @@ fn failure_reason<S>(e: &tokio_boring::HandshakeError<S>) -> Option<FailureReaso
     if e.to_string().contains("PEER_DID_NOT_RETURN_A_CERTIFICATE") {
         return Some(FailureReason::NoCertificate);
     }
-    // Kept as the server counted it before this moved here: any verify result but OK counts,
-    // including INVALID_CALL (no verification ran), so a handshake that fails before a client
-    // certificate arrives (garbage, an early close) also counts `fail_verify_error`. Envoy
-    // counts only `connection_error` then; changing that is a behaviour change for its own issue.
+    // As Envoy: only a verification that ran and refused the chain. `INVALID_CALL` means none
+    // ran (garbage, an early close, a handshake the OCSP policy failed): a connection error only.
     match e.ssl()?.verify_result() {
+        Err(err) if err == X509VerifyError::INVALID_CALL => None,
         Err(_) => Some(FailureReason::VerifyFailed),
         Ok(()) => None,
     }
@@ -288,8 +288,8 @@ mod tests {
             let _ = s.shutdown().await;
         })
         .await;
-        assert_eq!(counts, Counts::failed(0, 1));
+        assert_eq!(counts, Counts::failed(0, 0));
         let counts = handshake(&server, |s: DuplexStream| async move { drop(s) }).await;
-        assert_eq!(counts, Counts::failed(0, 1));
+        assert_eq!(counts, Counts::failed(0, 0));
     }
 }

@@ -376,6 +376,21 @@ fn stapling_matches_envoy() {
             qc == ocsp_counters(&e, envoy_ports[i]) && qc == want[i]
         })
     });
+    // A handshake the policy fails is a connection error, not a verification failure.
+    let (q, e) = (gw.stats(), envoy.stats());
+    for (i, c) in cases.iter().enumerate() {
+        let fve = |stats: &std::collections::HashMap<String, String>, port: u16| {
+            stats
+                .get(&format!("listener.127.0.0.1_{port}.ssl.fail_verify_error"))
+                .cloned()
+        };
+        assert_eq!(
+            fve(&q, qs_ports[i]),
+            fve(&e, envoy_ports[i]),
+            "{}: ssl.fail_verify_error",
+            c.name
+        );
+    }
 
     // `/certs`: the same ocsp_details. A staple without nextUpdate shows the time of the request
     // as its expiration (Envoy's `getNextUpdate`), shown here as "now".
