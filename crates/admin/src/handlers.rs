@@ -4,6 +4,7 @@ use hyper::Method;
 use quickshake_stats::{Format, QueryError, StatsQuery};
 use thiserror::Error;
 
+use crate::ops;
 use crate::state::AdminState;
 
 /// Content type of plain-text admin answers (Envoy's `TextUtf8`).
@@ -97,6 +98,21 @@ const STATS_PARAMS: &[(&str, &str)] = &[
     ),
 ];
 
+const LISTENERS_PARAMS: &[(&str, &str)] = &[("format", "File format to use; One of (text, json)")];
+
+const LOGGING_PARAMS: &[(&str, &str)] = &[
+    (
+        "paths",
+        "Change multiple logging levels by setting to <logger_name1>:<desired_level1>,<logger_name2>:<desired_level2>.",
+    ),
+    (
+        "level",
+        "desired logging level, this will change all loggers's level; One of (, trace, debug, info, warning, error, critical, off)",
+    ),
+];
+
+const RUNTIME_MODIFY_HELP: &str = "Adds or modifies runtime values as passed in query parameters. To delete a previously added key, use an empty string as the value. Note that deletion only applies to overrides added via this endpoint; values loaded from disk can be modified via override but not deleted. E.g. ?key1=value1&key2=value2...";
+
 const PROM_PARAMS: &[(&str, &str)] = &[
     (
         "usedonly",
@@ -153,6 +169,18 @@ const ENDPOINTS: &[Endpoint] = &[
         params: &[],
     },
     Endpoint {
+        path: "/listeners",
+        help: "print listener info",
+        post: false,
+        params: LISTENERS_PARAMS,
+    },
+    Endpoint {
+        path: "/logging",
+        help: "query/change logging levels",
+        post: true,
+        params: LOGGING_PARAMS,
+    },
+    Endpoint {
         path: "/quitquitquit",
         help: "exit the server",
         post: true,
@@ -162,6 +190,18 @@ const ENDPOINTS: &[Endpoint] = &[
         path: "/ready",
         help: "print server state, return 200 if LIVE, otherwise return 503",
         post: false,
+        params: &[],
+    },
+    Endpoint {
+        path: "/runtime",
+        help: "print runtime values",
+        post: false,
+        params: &[],
+    },
+    Endpoint {
+        path: "/runtime_modify",
+        help: RUNTIME_MODIFY_HELP,
+        post: true,
         params: &[],
     },
     Endpoint {
@@ -190,7 +230,7 @@ pub fn help_text() -> String {
     for e in ENDPOINTS {
         out.push_str("  ");
         out.push_str(e.path);
-        out.push_str(": ");
+        out.push_str(if e.post { " (POST): " } else { ": " });
         out.push_str(e.help);
         out.push('\n');
         for (name, help) in e.params {
@@ -250,8 +290,34 @@ fn route(
             state.quit();
             AdminResponse::text(200, "OK\n")
         }
+        "/listeners" | "/logging" | "/runtime" | "/runtime_modify" => {
+            operations(state, endpoint.path, query_of(path_and_query))
+        }
         _ => return Err(AdminError::NotFound),
     })
+}
+
+fn query_of(path_and_query: &str) -> &str {
+    path_and_query.split_once('?').map_or("", |(_, q)| q)
+}
+
+/// `/listeners`, `/logging`, `/runtime`, `/runtime_modify` (rendered by [`ops`]).
+fn operations(state: &dyn AdminState, path: &str, query: &str) -> AdminResponse {
+    match path {
+        "/listeners" if ops::wants_json(query) => {
+            AdminResponse::json(&ops::listeners_json(&state.listeners()))
+        }
+        "/listeners" => AdminResponse::text(200, ops::listeners_text(&state.listeners())),
+        "/logging" => {
+            let (status, body) = ops::logging(state.log_control(), query);
+            AdminResponse::text(status, body)
+        }
+        "/runtime" => AdminResponse::json(&ops::runtime_json(&state.runtime_layers())),
+        _ => {
+            let (status, body) = ops::runtime_modify(&state.runtime_layers(), query);
+            AdminResponse::text(status, body)
+        }
+    }
 }
 
 /// `/ready`: `LIVE` with 200, otherwise the server state with 503.

@@ -28,6 +28,7 @@ fn respond(state: &dyn AdminState, req: &Request<Incoming>) -> Response<Full<Byt
         .path_and_query()
         .map_or_else(|| req.uri().path(), |pq| pq.as_str());
     let r = handle(state, req.method(), target);
+    tracing::debug!(method = %req.method(), path = target, status = r.status, "admin request");
     let mut resp = Response::new(Full::new(Bytes::from(r.body)));
     *resp.status_mut() =
         StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

@@ -1,5 +1,7 @@
 //! The server-side interface: everything the admin endpoint reports or changes.
 
+use crate::ops_types::{ListenerInfo, LogControl, RuntimeLayer};
+
 /// What the admin endpoint needs from the running server.
 pub trait AdminState: Send + Sync + 'static {
     /// The stat registry `/stats` renders.
@@ -21,4 +23,16 @@ pub trait AdminState: Send + Sync + 'static {
     fn quit(&self);
     /// `/drain_listeners` (POST).
     fn drain_listeners(&self) {}
+    /// `/listeners`: every running listener, static and added over xDS.
+    fn listeners(&self) -> Vec<ListenerInfo> {
+        Vec::new()
+    }
+    /// `/logging`: the process's loggers and their levels; `None`: none to list or change.
+    fn log_control(&self) -> Option<&dyn LogControl> {
+        None
+    }
+    /// `/runtime`: `layered_runtime`'s layers with the keys quickshake reads.
+    fn runtime_layers(&self) -> Vec<RuntimeLayer> {
+        Vec::new()
+    }
 }

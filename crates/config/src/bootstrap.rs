@@ -14,7 +14,7 @@ use crate::error::ConfigError;
 use crate::listener::listener;
 use crate::model::{
     Admin, ApiConfigSource, Bootstrap, Cluster, ConfigSourceKind, DynamicResources, Listener,
-    Node as NodeInfo, RawConfig,
+    Node as NodeInfo, RawConfig, RuntimeLayer,
 };
 use crate::walk::{join, Node, Result};
 
@@ -39,6 +39,7 @@ const NO_EFFECT: &[&str] = &[
 /// Build the model from the JSON form of the whole configuration.
 pub(crate) fn bootstrap(raw: Value) -> Result<Bootstrap> {
     let mut ignored = Vec::new();
+    let mut runtime = Vec::new();
     let (listeners, clusters, admin, limit, node, dynamic) = {
         let root = Node::new(&raw, "");
         if root.v.is_null() {
@@ -125,7 +126,7 @@ pub(crate) fn bootstrap(raw: Value) -> Result<Bootstrap> {
             .flatten();
         let from_runtime = o
             .get("layered_runtime")
-            .map(|n| layered_runtime(&n, &mut ignored))
+            .map(|n| layered_runtime(&n, &mut runtime, &mut ignored))
             .transpose()?
             .flatten();
         let limit = match (from_overload, from_runtime) {
@@ -152,6 +153,7 @@ pub(crate) fn bootstrap(raw: Value) -> Result<Bootstrap> {
         node,
         dynamic,
         ignored,
+        runtime,
         raw: RawConfig(raw),
     })
 }
@@ -395,8 +397,12 @@ fn overload_manager(node: &Node<'_>) -> Result<Option<u64>> {
 
 /// `layered_runtime.layers[]`: `static_layer` may set `overload.global_downstream_max_connections`
 /// (flat or nested keys); later layers override earlier ones, as in Envoy. Returns the value and
-/// the path it came from.
-fn layered_runtime(node: &Node<'_>, ignored: &mut Vec<String>) -> Result<Option<(u64, String)>> {
+/// the path it came from; each layer with the keys quickshake reads goes to `layers`.
+fn layered_runtime(
+    node: &Node<'_>,
+    layers: &mut Vec<RuntimeLayer>,
+    ignored: &mut Vec<String>,
+) -> Result<Option<(u64, String)>> {
     let o = node.obj(&["layers"])?;
     let mut found = None;
     for layer in o.items("layers") {
@@ -404,13 +410,26 @@ fn layered_runtime(node: &Node<'_>, ignored: &mut Vec<String>) -> Result<Option<
             &["name", "static_layer", "admin_layer"],
             &["disk_layer", "rtds_layer"],
         )?;
-        lo.opt_str("name")?;
+        let mut entry = RuntimeLayer {
+            name: lo.opt_str("name")?.unwrap_or_default().to_owned(),
+            admin: false,
+            values: Vec::new(),
+        };
         if let Some(a) = lo.get("admin_layer") {
             a.obj(&[])?;
+            entry.admin = true;
         }
         if let Some(s) = lo.get("static_layer") {
-            runtime_keys(&s, "", &mut found, ignored)?;
+            let mut here = None;
+            runtime_keys(&s, "", &mut here, ignored)?;
+            if let Some((v, path)) = here {
+                entry
+                    .values
+                    .push((GDMC_RUNTIME_KEY.to_owned(), v.to_string()));
+                found = Some((v, path));
+            }
         }
+        layers.push(entry);
     }
     Ok(found)
 }

@@ -281,6 +281,17 @@ mod tests {
         let layers = &b.config_dump()["configs"][0]["bootstrap"]["layered_runtime"]["layers"];
         assert_eq!(layers.as_array().map(Vec::len), Some(3), "{layers}");
         assert_eq!(layers[2]["name"], "more");
+        // `/runtime`'s view: every layer, with the keys quickshake reads.
+        assert_eq!(b.runtime.len(), 3, "{:?}", b.runtime);
+        assert!(b.runtime[2].admin && b.runtime[2].name == "more");
+        assert!(!b.runtime[0].admin && b.runtime[1].admin);
+        assert_eq!(
+            b.runtime[0].values,
+            [(
+                "overload.global_downstream_max_connections".to_owned(),
+                "50000".to_owned()
+            )]
+        );
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub struct Bootstrap {
     /// Fields accepted that have no effect in quickshake (telemetry it does not export, runtime
     /// keys it does not read), by field path; the binary logs them once at start.
     pub ignored: Vec<String>,
+    /// `layered_runtime.layers[]` in order, each with the keys quickshake reads (`/runtime`).
+    pub runtime: Vec<RuntimeLayer>,
     /// The configuration as loaded (JSON form), for `config_dump`. Holds secrets; `Debug` hides it.
     pub(crate) raw: RawConfig,
 }
@@ -56,9 +58,19 @@ impl Bootstrap {
             node: Node::default(),
             dynamic: None,
             ignored: Vec::new(),
+            runtime: Vec::new(),
             raw: RawConfig::default(),
         }
     }
+}
+
+/// One `layered_runtime.layers[]` entry: its `name`, whether it is an `admin_layer`, and the
+/// keys quickshake reads that it sets (flattened `a.b.c` key, Envoy's raw string value).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimeLayer {
+    pub name: String,
+    pub admin: bool,
+    pub values: Vec<(String, String)>,
 }
 
 /// Envoy's `Node` as far as quickshake keeps it: `id`, `cluster`, `locality` and `metadata`

@@ -68,8 +68,8 @@ pub struct Cli {
     /// Envoy's (a spdlog pattern), accepted: quickshake's log lines keep their own layout.
     #[arg(long = "log-format", value_name = "FORMAT")]
     pub log_format: Option<String>,
-    /// Envoy's `component:level,...`: components with a quickshake counterpart (admin, config,
-    /// secret, connection, conn_handler, http, http2, router, filter, upstream, pool, client)
+    /// Envoy's `component:level,...`: the loggers quickshake has (admin, config, conn_handler,
+    /// connection, filter, http, main, misc, pool, router, secret, upstream; see `/logging`)
     /// log at that level; other names are ignored with a warning.
     #[arg(long = "component-log-level", value_name = "LIST", value_parser = parse_component_levels)]
     pub component_log_level: Option<ComponentLevels>,
@@ -260,55 +260,6 @@ fn parse_component_levels(text: &str) -> Result<ComponentLevels, String> {
     })
 }
 
-/// Where each Envoy component of `--component-log-level` logs in quickshake (tracing targets).
-fn component_targets(component: &str) -> &'static [&'static str] {
-    match component {
-        "admin" => &["quickshake_admin"],
-        "config" => &["quickshake_config", "quickshake_server::reload"],
-        "secret" => &["quickshake_server::reload", "quickshake_tls"],
-        "connection" | "conn_handler" => &["quickshake_server", "quickshake_tls"],
-        "http" | "http2" | "router" | "filter" => &["quickshake_server"],
-        "upstream" | "pool" | "client" => &["quickshake_upstream"],
-        _ => &[],
-    }
-}
-
-/// `EnvFilter` directives (`target=level`) for `--component-log-level`, one per target, at the
-/// most verbose level any component mapped onto it asks for; and the components that have no
-/// quickshake counterpart.
-pub fn component_directives(levels: &ComponentLevels) -> (Vec<String>, Vec<String>) {
-    fn verbosity(level: &str) -> u8 {
-        match level {
-            "trace" => 5,
-            "debug" => 4,
-            "info" => 3,
-            "warn" => 2,
-            "error" => 1,
-            _ => 0,
-        }
-    }
-    let mut targets: Vec<(&'static str, &'static str)> = Vec::new();
-    let mut unknown = Vec::new();
-    for &(ref name, level) in &levels.levels {
-        let mapped = component_targets(name);
-        if mapped.is_empty() {
-            unknown.push(name.clone());
-        }
-        for &target in mapped {
-            match targets.iter().position(|&(t, _)| t == target) {
-                Some(i) => {
-                    if verbosity(level) > verbosity(targets[i].1) {
-                        targets[i].1 = level;
-                    }
-                }
-                None => targets.push((target, level)),
-            }
-        }
-    }
-    let directives = targets.iter().map(|(t, l)| format!("{t}={l}")).collect();
-    (directives, unknown)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,16 +270,8 @@ mod tests {
             "upstream:debug,connection:trace,http:info,lua:debug,main:warning",
         )
         .unwrap();
-        let (directives, unknown) = component_directives(&c);
-        assert_eq!(
-            directives,
-            [
-                "quickshake_upstream=debug",
-                "quickshake_server=trace",
-                "quickshake_tls=trace",
-            ]
-        );
-        assert_eq!(unknown, ["lua", "main"]);
+        assert_eq!(c.levels.len(), 5);
+        assert_eq!(c.levels[4], ("main".to_owned(), "warn"));
         assert!(parse_component_levels("upstream").is_err());
         assert!(parse_component_levels("upstream:loud").is_err());
         assert!(parse_component_levels(":debug").is_err());

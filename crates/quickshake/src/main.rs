@@ -6,6 +6,7 @@
 mod cli;
 mod convert;
 mod doctor;
+mod logging;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -24,32 +25,10 @@ use cli::{Cli, Command, Mode};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let level = match cli::tracing_level(&cli.log_level) {
-        Ok(l) => l,
-        Err(e) => return fail(&e),
-    };
-    let (component_directives, unknown_components) = cli
-        .component_log_level
-        .as_ref()
-        .map(cli::component_directives)
-        .unwrap_or_default();
-    let directives = std::iter::once(level.to_owned())
-        .chain(component_directives)
-        .collect::<Vec<_>>()
-        .join(",");
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(directives));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
-    if !unknown_components.is_empty() {
-        tracing::warn!(
-            components = %unknown_components.join(","),
-            "--component-log-level: no quickshake counterpart; ignored"
-        );
+    if let Err(e) = cli::tracing_level(&cli.log_level) {
+        return fail(&e);
     }
-
+    let loggers = init_logging(&cli);
     match &cli.command {
         Some(Command::Doctor { json }) => {
             return doctor::run(
@@ -92,10 +71,45 @@ fn main() -> ExitCode {
             Err(e) => fail(&origin.error(&e)),
         };
     }
-    match serve(&cli, &origin, cfg, store, &providers, &clusters) {
+    match serve(&cli, &origin, cfg, store, &providers, &clusters, loggers) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
     }
+}
+
+/// Logging to standard error with a filter `/logging` can change at run time: every logger at
+/// `--log-level`, `--component-log-level` on top; `RUST_LOG`, when set, replaces both until the
+/// first change through `/logging`.
+fn init_logging(cli: &Cli) -> Arc<logging::Loggers> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let components: Vec<(String, quickshake_admin::LogLevel)> = cli
+        .component_log_level
+        .as_ref()
+        .map(|c| {
+            c.levels
+                .iter()
+                .map(|(name, level)| (name.clone(), logging::cli_level(level)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let (mut loggers, unknown) =
+        logging::Loggers::new(logging::cli_level(&cli.log_level), &components);
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| loggers.filter());
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .init();
+    loggers.attach(handle);
+    if !unknown.is_empty() {
+        tracing::warn!(
+            components = %unknown.join(","),
+            "--component-log-level: no quickshake counterpart; ignored"
+        );
+    }
+    Arc::new(loggers)
 }
 
 /// Where the configuration came from, for messages: `'FILE'`, or `--config-yaml` alone.
@@ -176,6 +190,7 @@ fn serve(
     store: Store,
     providers: &Arc<Providers>,
     clusters: &quickshake_upstream::ClusterManager,
+    loggers: Arc<logging::Loggers>,
 ) -> Result<(), String> {
     let opts = GatewayOptions {
         concurrency: concurrency(cli),
@@ -205,9 +220,12 @@ fn serve(
         clusters.clone(),
         Duration::from_millis(cli.reload_interval_ms),
     );
-    let xds = match &cfg.dynamic {
-        Some(d) => Some(start_xds(d, &cfg, &gateway, &store, providers, clusters)?),
-        None => None,
+    let (xds, xds_listeners) = match &cfg.dynamic {
+        Some(d) => {
+            let (handle, view) = start_xds(d, &cfg, &gateway, &store, providers, clusters)?;
+            (Some(handle), Some(view))
+        }
+        None => (None, None),
     };
     let mut admin = GatewayAdmin::new(
         store.clone(),
@@ -217,6 +235,9 @@ fn serve(
         drain.clone(),
     );
     admin.node = cfg.node.clone();
+    admin.dynamic_listeners = xds_listeners;
+    admin.logging = Some(loggers);
+    admin.runtime = quickshake_server::admin_state::runtime_layers(&cfg.runtime);
     if let Some(x) = xds.clone() {
         admin.initialized = Some(Box::new(move || x.initialized()));
     }
@@ -261,7 +282,7 @@ fn start_xds(
     store: &Store,
     providers: &Arc<Providers>,
     clusters: &quickshake_upstream::ClusterManager,
-) -> Result<quickshake_xds::XdsHandle, String> {
+) -> Result<(quickshake_xds::XdsHandle, quickshake_server::ListenerView), String> {
     let Some(ads) = &d.ads else {
         return Err(format!(
             "{}: only ads_config sources are supported yet (lds_config/cds_config: {{ads: {{}}}})",
@@ -308,7 +329,10 @@ fn start_xds(
         resolve,
     };
     tracing::info!(cluster = %ads.cluster_name, api_type = ?ads.api_type, "starting the xDS client");
-    quickshake_xds::spawn(opts, Box::new(sink), store).map_err(|e| format!("xDS client: {e}"))
+    let view = sink.listener_view();
+    let handle = quickshake_xds::spawn(opts, Box::new(sink), store)
+        .map_err(|e| format!("xDS client: {e}"))?;
+    Ok((handle, view))
 }
 
 /// How the xDS client reaches the static cluster `name`: its first endpoint (`socket_address`,

@@ -1,15 +1,18 @@
 //! What the admin endpoint shows of a running gateway: stats, `/server_info`, `/certs`,
-//! `/config_dump` (keys redacted by the config crate), readiness, health-check failure and
-//! `/quitquitquit`.
+//! `/config_dump` (keys redacted by the config crate), readiness, health-check failure,
+//! `/quitquitquit`, `/listeners` (static and xDS), `/logging` (through the binary's
+//! [`LogControl`]) and `/runtime`.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use quickshake_admin::AdminState;
+use quickshake_admin::{AdminState, ListenerInfo, LogControl, RuntimeLayer};
 use quickshake_stats::Store;
 use serde_json::{json, Value};
 
+use crate::dynamic::ListenerView;
 use crate::gateway::DrainHandle;
 use crate::listener::ListenerShared;
 use crate::time::{rfc3339_now, timestamp_json};
@@ -32,6 +35,12 @@ pub struct GatewayAdmin {
     /// `INITIALIZING` and `/ready` answers 503, as Envoy's.
     pub initialized: Option<Box<dyn Fn() -> bool + Send + Sync>>,
     pub health_check_failed: AtomicBool,
+    /// The listeners added over xDS, after the static ones in `/listeners`.
+    pub dynamic_listeners: Option<ListenerView>,
+    /// The log levels `/logging` lists and changes; the binary owns the subscriber.
+    pub logging: Option<Arc<dyn LogControl>>,
+    /// `layered_runtime`'s layers with the keys quickshake reads, for `/runtime`.
+    pub runtime: Vec<RuntimeLayer>,
     pub started: Instant,
     pub started_epoch: u64,
 }
@@ -59,6 +68,9 @@ impl GatewayAdmin {
             node: quickshake_config::Node::default(),
             initialized: None,
             health_check_failed: AtomicBool::new(false),
+            dynamic_listeners: None,
+            logging: None,
+            runtime: Vec::new(),
             started: Instant::now(),
             started_epoch,
         }
@@ -160,6 +172,42 @@ impl AdminState for GatewayAdmin {
     fn drain_listeners(&self) {
         self.drain.drain();
     }
+
+    fn listeners(&self) -> Vec<ListenerInfo> {
+        let info = |name: &str, address: SocketAddr| ListenerInfo {
+            name: name.to_owned(),
+            addresses: vec![address],
+        };
+        let mut all: Vec<ListenerInfo> = self
+            .listeners
+            .iter()
+            .map(|l| info(&l.name, l.address))
+            .collect();
+        if let Some(view) = &self.dynamic_listeners {
+            all.extend(view.load().iter().map(|(name, a)| info(name, *a)));
+        }
+        all
+    }
+
+    fn log_control(&self) -> Option<&dyn LogControl> {
+        self.logging.as_deref()
+    }
+
+    fn runtime_layers(&self) -> Vec<RuntimeLayer> {
+        self.runtime.clone()
+    }
+}
+
+/// `/runtime`'s view of `layered_runtime` (the keys quickshake reads, per layer).
+pub fn runtime_layers(layers: &[quickshake_config::RuntimeLayer]) -> Vec<RuntimeLayer> {
+    layers
+        .iter()
+        .map(|l| RuntimeLayer {
+            name: l.name.clone(),
+            admin: l.admin,
+            values: l.values.iter().cloned().collect(),
+        })
+        .collect()
 }
 
 /// Envoy's `ocsp_details` of `/certs`: the staple's thisUpdate and nextUpdate (the current time

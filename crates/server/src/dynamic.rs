@@ -10,7 +10,8 @@
 //!   rotation); one that moved or was removed stops accepting, and its connections finish.
 //!
 //! Nothing changes unless the whole update builds: an error is returned for the NACK and the
-//! previous configuration keeps serving.
+//! previous configuration keeps serving. What runs is published in a [`ListenerView`] for the
+//! admin endpoint's `/listeners`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -28,6 +29,17 @@ use crate::gateway::{ListenerStop, Workers};
 use crate::http_runtime::RouteTable;
 use crate::listener::{ListenerShared, Network};
 use quickshake_config::RouteSource;
+
+/// The listeners added over xDS that run now (name, address), by name; shared with the admin
+/// endpoint, updated after every applied update.
+#[derive(Clone, Default)]
+pub struct ListenerView(Arc<arc_swap::ArcSwap<Vec<(String, SocketAddr)>>>);
+
+impl ListenerView {
+    pub fn load(&self) -> Arc<Vec<(String, SocketAddr)>> {
+        self.0.load_full()
+    }
+}
 
 struct Active {
     address: SocketAddr,
@@ -49,6 +61,7 @@ pub struct DynamicConfig {
     endpoint_prints: HashMap<String, u64>,
     warming_logged: Vec<(String, String)>,
     warming: bool,
+    view: ListenerView,
 }
 
 impl DynamicConfig {
@@ -70,7 +83,23 @@ impl DynamicConfig {
             endpoint_prints: HashMap::new(),
             warming_logged: Vec::new(),
             warming: false,
+            view: ListenerView::default(),
         }
+    }
+
+    /// What `/listeners` shows of the listeners this configuration runs.
+    pub fn listener_view(&self) -> ListenerView {
+        self.view.clone()
+    }
+
+    fn publish(&self) {
+        let mut running: Vec<(String, SocketAddr)> = self
+            .listeners
+            .iter()
+            .map(|(name, act)| (name.clone(), act.address))
+            .collect();
+        running.sort();
+        self.view.0.store(Arc::new(running));
     }
 
     /// The bootstrap's listener address check, over static and dynamic listeners together.
@@ -252,7 +281,10 @@ impl Sink for DynamicConfig {
             }
         }
         self.apply_clusters(&a)?;
-        self.apply_listeners(&a)
+        let applied = self.apply_listeners(&a);
+        // A listener that failed to bind may have stopped its predecessor: publish either way.
+        self.publish();
+        applied
     }
 
     fn warming(&self) -> bool {

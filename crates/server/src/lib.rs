@@ -44,7 +44,7 @@ pub mod token_bucket;
 pub mod upgrade;
 pub mod worker;
 
-pub use dynamic::DynamicConfig;
+pub use dynamic::{DynamicConfig, ListenerView};
 pub use error::ServerError;
 pub use gateway::{build_listeners, DrainHandle, Gateway, Workers};
 pub use listener::{ChainRuntime, ListenerShared};

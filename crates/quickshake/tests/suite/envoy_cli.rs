@@ -142,14 +142,26 @@ fn pilot_agent_flags_serve_and_validate() {
         "{o}"
     );
     assert_eq!(o["log_level"], "warning", "{o}");
-    // `misc` has no quickshake counterpart: one warning says it is ignored.
+    // Every component names a logger quickshake has (no warning); `/logging` shows the levels.
     let log = gw.log_text();
     assert_eq!(
         log.matches("--component-log-level").count(),
-        1,
-        "one warning: {log}"
+        0,
+        "no warning: {log}"
     );
-    assert!(log.contains("misc"), "{log}");
+    let (code, logging) = gw.admin_post("/logging");
+    assert_eq!(code, 200, "{logging}");
+    for line in [
+        "misc: error",
+        "upstream: info",
+        "connection: warning",
+        "admin: warning",
+    ] {
+        assert!(
+            logging.contains(&format!("\n  {line}\n")),
+            "{line}: {logging}"
+        );
+    }
     gw.assert_terminates_cleanly_within(Duration::from_secs(6));
 
     let mut validate = flags.clone();

@@ -596,6 +596,11 @@ fn listener_removed_and_added(plane: Plane, mode: Mode) {
     tcp.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
     let mut open = connector.connect("localhost", tcp).expect("handshake");
+    let listed = s.dp.admin_text("/listeners");
+    assert!(
+        listed.ends_with(&format!("::127.0.0.1:{}\n", s.port)),
+        "{listed}"
+    );
     let new_port = free_port();
     s.push(
         "v2",
@@ -618,6 +623,9 @@ fn listener_removed_and_added(plane: Plane, mode: Mode) {
         Duration::from_secs(5),
         || std::net::TcpStream::connect(("127.0.0.1", s.port)).is_err(),
     );
+    // `/listeners` shows the listener added over xDS, and no longer the removed one.
+    let listed = s.dp.admin_text("/listeners");
+    assert_eq!(listed, format!("https-2::127.0.0.1:{new_port}\n"));
     open.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
         .expect("request on the open connection");
     let (code, _) = support::read_http1_response(&mut open).expect("its answer");

@@ -192,9 +192,14 @@ impl DataPlane {
 
     /// `/config_dump`'s body.
     pub fn config_dump_text(&self) -> String {
+        self.admin_text("/config_dump")
+    }
+
+    /// An admin page's body (GET).
+    pub fn admin_text(&self, path: &str) -> String {
         match self {
-            DataPlane::Envoy(e) => e.admin_get("/config_dump"),
-            DataPlane::Quickshake(g) => g.admin_get("/config_dump").1,
+            DataPlane::Envoy(e) => e.admin_get(path),
+            DataPlane::Quickshake(g) => g.admin_get(path).1,
         }
     }
 }
