@@ -21,4 +21,9 @@ pub trait AdminState: Send + Sync + 'static {
     fn quit(&self);
     /// `/drain_listeners` (POST).
     fn drain_listeners(&self) {}
+    /// `/clusters`: every upstream cluster with its hosts, sorted as the server wants them
+    /// shown.
+    fn clusters(&self) -> Vec<crate::ClusterStatus> {
+        Vec::new()
+    }
 }

@@ -217,6 +217,7 @@ fn serve(
         drain.clone(),
     );
     admin.node = cfg.node.clone();
+    admin.clusters = Some(clusters.clone());
     if let Some(x) = xds.clone() {
         admin.initialized = Some(Box::new(move || x.initialized()));
     }
@@ -233,6 +234,8 @@ fn serve(
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the main event loop: {e}"))?;
+    // Health checks and outlier detection run on this (main) event loop, off the workers.
+    clusters.start_background(rt.handle().clone());
     rt.block_on(async {
         if let Some(listener) = admin_listener {
             start_admin(listener, admin, drain.clone())?;

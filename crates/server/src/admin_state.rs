@@ -1,12 +1,12 @@
 //! What the admin endpoint shows of a running gateway: stats, `/server_info`, `/certs`,
-//! `/config_dump` (keys redacted by the config crate), readiness, health-check failure and
-//! `/quitquitquit`.
+//! `/config_dump` (keys redacted by the config crate), readiness, health-check failure,
+//! `/quitquitquit` and `/clusters` (the upstream clusters and their hosts' health).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use quickshake_admin::AdminState;
+use quickshake_admin::{AdminState, ClusterStatus, HostStatus, Thresholds};
 use quickshake_stats::Store;
 use serde_json::{json, Value};
 
@@ -32,6 +32,8 @@ pub struct GatewayAdmin {
     /// `INITIALIZING` and `/ready` answers 503, as Envoy's.
     pub initialized: Option<Box<dyn Fn() -> bool + Send + Sync>>,
     pub health_check_failed: AtomicBool,
+    /// The upstream clusters `/clusters` shows (none: an empty answer).
+    pub clusters: Option<quickshake_upstream::ClusterManager>,
     pub started: Instant,
     pub started_epoch: u64,
 }
@@ -59,6 +61,7 @@ impl GatewayAdmin {
             node: quickshake_config::Node::default(),
             initialized: None,
             health_check_failed: AtomicBool::new(false),
+            clusters: None,
             started: Instant::now(),
             started_epoch,
         }
@@ -159,6 +162,53 @@ impl AdminState for GatewayAdmin {
 
     fn drain_listeners(&self) {
         self.drain.drain();
+    }
+
+    fn clusters(&self) -> Vec<ClusterStatus> {
+        let Some(m) = &self.clusters else {
+            return Vec::new();
+        };
+        m.names()
+            .iter()
+            .filter_map(|n| m.cluster(n))
+            .map(|c| cluster_status(&c))
+            .collect()
+    }
+}
+
+/// One cluster for `/clusters`. HIGH-priority thresholds are Envoy's defaults: quickshake
+/// routes at DEFAULT priority only.
+fn cluster_status(c: &quickshake_upstream::Cluster) -> ClusterStatus {
+    let l = c.limits();
+    ClusterStatus {
+        name: c.name().to_owned(),
+        added_via_api: c.added_via_api(),
+        outlier_detection: c.has_outlier_detection(),
+        default_priority: Thresholds {
+            max_connections: u64::from(l.max_connections),
+            max_pending_requests: u64::from(l.max_pending_requests),
+            max_requests: u64::from(l.max_requests),
+            max_retries: u64::from(l.max_retries),
+        },
+        high_priority: Thresholds::default(),
+        hosts: c
+            .host_statuses()
+            .into_iter()
+            .map(|h| HostStatus {
+                address: h.addr,
+                failed_active_hc: h.failed_active_hc,
+                failed_outlier_check: h.failed_outlier_check,
+                cx_active: h.cx_active,
+                cx_connect_fail: h.cx_connect_fail,
+                cx_total: h.cx_total,
+                rq_active: h.rq_active,
+                rq_error: h.rq_error,
+                rq_pending_active: 0,
+                rq_success: h.rq_success,
+                rq_timeout: h.rq_timeout,
+                rq_total: h.rq_total,
+            })
+            .collect(),
     }
 }
 
