@@ -1,10 +1,11 @@
 //! Upstream health, side by side with Envoy 1.39.3: an upstream failing its HTTP health check
 //! gets no traffic until it passes again; an upstream answering 5xx is ejected by outlier
 //! detection (`consecutive_5xx`) and returns after `base_ejection_time`; `/clusters` (text and
-//! `?format=json`) carries the same fields, hosts and health flags as Envoy's. Each proxy has
-//! its own pair of upstreams (a tiny HTTP/1.1 server whose `/healthz` status and request status
-//! the test sets), so traffic is counted per proxy. Short intervals keep the module at a few
-//! seconds.
+//! `?format=json`) carries the same fields, hosts and health flags as Envoy's, and the same
+//! `outlier_detection.*` stats; with every host failing, panic mode sends to them all. Each
+//! proxy has its own pair of upstreams (a tiny HTTP/1.1 server whose `/healthz` status and
+//! request status the test sets), so traffic is counted per proxy. Short intervals keep the
+//! module at a few seconds.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -188,11 +189,25 @@ impl Proxy {
 
     /// `hc::<B's address>::health_flags::...` from `/clusters`.
     fn flags_of_b(&self) -> String {
-        let key = format!("hc::127.0.0.1:{}::health_flags::", self.b.port);
+        self.flags_of(self.b.port)
+    }
+
+    fn flags_of(&self, port: u16) -> String {
+        let key = format!("hc::127.0.0.1:{port}::health_flags::");
         (self.admin)("/clusters")
             .lines()
             .find_map(|l| l.strip_prefix(&key).map(str::to_owned))
             .unwrap_or_default()
+    }
+
+    /// Every `/stats` line under `prefix`, as name → value.
+    fn stats_under(&self, prefix: &str) -> BTreeMap<String, String> {
+        (self.admin)("/stats")
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.split_once(": "))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
     }
 
     fn stat(&self, name: &str) -> u64 {
@@ -323,6 +338,12 @@ fn failing_health_check_gets_no_traffic_until_it_passes() {
         envoy.clusters_json(),
         "/clusters JSON shape"
     );
+    let names = |p: &Proxy| -> Vec<String> {
+        p.stats_under("cluster.hc.health_check.")
+            .into_keys()
+            .collect()
+    };
+    assert_eq!(names(qs), names(envoy), "health_check stat names");
 
     for p in &proxies {
         let before = p.b.hits();
@@ -356,6 +377,24 @@ fn failing_health_check_gets_no_traffic_until_it_passes() {
         assert_eq!(p.stat("cluster.hc.health_check.healthy"), 2, "{}", p.name);
         assert!(p.stat("cluster.hc.health_check.success") >= 2, "{}", p.name);
     }
+    // Every host failing: panic mode (below healthy_panic_threshold, 50%) sends to all.
+    for p in &proxies {
+        p.a.healthz.store(503, Ordering::Relaxed);
+        p.b.healthz.store(503, Ordering::Relaxed);
+    }
+    for p in &proxies {
+        until(&format!("{}: A and B fail", p.name), || {
+            p.flags_of(p.a.port) == "/failed_active_hc" && p.flags_of_b() == "/failed_active_hc"
+        });
+        until(
+            &format!("{}: panic mode routes to the failed hosts", p.name),
+            || {
+                assert_eq!(p.get(), 200, "{}", p.name);
+                p.stat("cluster.hc.lb_healthy_panic") > 0
+            },
+        );
+        assert_eq!(p.stat("cluster.hc.membership_healthy"), 0, "{}", p.name);
+    }
 }
 
 const OUTLIER: &str = r#"    outlier_detection:
@@ -368,22 +407,42 @@ const OUTLIER: &str = r#"    outlier_detection:
 fn upstream_answering_5xx_is_ejected_and_returns() {
     let _lock = shared();
     let proxies = [Proxy::quickshake(OUTLIER), Proxy::envoy(OUTLIER)];
+    let mut codes = [Vec::new(), Vec::new()];
     for p in &proxies {
         p.b.status.store(503, Ordering::Relaxed);
-        // Round robin: B answers every other request; its third 503 ejects it.
-        let mut codes = Vec::new();
-        for _ in 0..6 {
-            codes.push(p.get());
+    }
+    // Round robin: B answers every other request; its third 503 ejects it. The two proxies
+    // take turns so that both are ejected (and compared) within base_ejection_time.
+    for _ in 0..6 {
+        for (p, c) in proxies.iter().zip(codes.iter_mut()) {
+            c.push(p.get());
         }
+    }
+    for (p, c) in proxies.iter().zip(&codes) {
         assert_eq!(
-            codes.iter().filter(|c| **c == 503).count(),
+            c.iter().filter(|c| **c == 503).count(),
             3,
-            "{}: {codes:?}",
+            "{}: {c:?}",
             p.name
         );
         until(&format!("{}: B ejected", p.name), || {
             p.flags_of_b() == "/failed_outlier_check"
         });
+    }
+    // Same /clusters lines (outlier lines included) and the same outlier_detection stats.
+    let (qs, envoy) = (&proxies[0], &proxies[1]);
+    let (t_qs, t_envoy) = (qs.clusters_text(), envoy.clusters_text());
+    assert_eq!(
+        t_qs.symmetric_difference(&t_envoy).collect::<Vec<_>>(),
+        Vec::<&String>::new(),
+        "/clusters text differs from Envoy's"
+    );
+    assert_eq!(
+        qs.stats_under("cluster.hc.outlier_detection."),
+        envoy.stats_under("cluster.hc.outlier_detection."),
+        "outlier_detection stats"
+    );
+    for p in &proxies {
         let before = p.b.hits();
         for _ in 0..4 {
             assert_eq!(p.get(), 200, "{}", p.name);
@@ -415,13 +474,12 @@ fn upstream_answering_5xx_is_ejected_and_returns() {
             || p.flags_of_b() == "healthy",
         );
         let before = p.b.hits();
-        for _ in 0..4 {
-            assert_eq!(p.get(), 200, "{}", p.name);
-        }
-        assert!(
-            p.b.hits() > before,
-            "{}: the returned host got no traffic",
-            p.name
+        until(
+            &format!("{}: the returned host gets traffic", p.name),
+            || {
+                assert_eq!(p.get(), 200, "{}", p.name);
+                p.b.hits() > before
+            },
         );
         assert_eq!(
             p.stat("cluster.hc.outlier_detection.ejections_active"),
