@@ -139,6 +139,12 @@ const ENDPOINTS: &[Endpoint] = &[
         params: &[],
     },
     Endpoint {
+        path: "/clusters",
+        help: "upstream cluster status",
+        post: false,
+        params: &[("format", "File format to use; One of (text, json)")],
+    },
+    Endpoint {
         path: "/config_dump",
         help: "dump current Envoy configs (experimental)",
         post: false,
@@ -271,6 +277,7 @@ fn route(
         "/ready" => ready(state),
         "/server_info" => AdminResponse::json(&state.server_info()),
         "/certs" => AdminResponse::json(&state.certs()),
+        "/clusters" => clusters(state, path_and_query),
         "/config_dump" => AdminResponse::json(&state.config_dump()),
         "/stats" => stats(state, path_and_query, None)?,
         "/stats/prometheus" => stats(state, path_and_query, Some(Format::Prometheus))?,
@@ -317,6 +324,19 @@ fn operations(state: &dyn AdminState, path: &str, query: &str) -> AdminResponse 
             let (status, body) = ops::runtime_modify(&state.runtime_layers(), query);
             AdminResponse::text(status, body)
         }
+    }
+}
+
+/// `/clusters`: Envoy's text lines, or `ClusterStatuses` JSON with `format=json` (any other
+/// format is text, as in Envoy).
+fn clusters(state: &dyn AdminState, path_and_query: &str) -> AdminResponse {
+    let query = path_and_query.split_once('?').map_or("", |(_, q)| q);
+    let json = query.split('&').any(|kv| kv == "format=json");
+    let all = state.clusters();
+    if json {
+        AdminResponse::json(&crate::clusters::render_json(&all))
+    } else {
+        AdminResponse::text(200, crate::clusters::render_text(&all))
     }
 }
 

@@ -35,4 +35,9 @@ pub trait AdminState: Send + Sync + 'static {
     fn runtime_layers(&self) -> Vec<RuntimeLayer> {
         Vec::new()
     }
+    /// `/clusters`: every upstream cluster with its hosts, sorted as the server wants them
+    /// shown.
+    fn clusters(&self) -> Vec<crate::ClusterStatus> {
+        Vec::new()
+    }
 }

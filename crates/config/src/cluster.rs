@@ -1,5 +1,5 @@
 //! `static_resources.clusters[]`: discovery type, endpoints, load balancing, circuit breakers,
-//! upstream TLS and the upstream HTTP protocol.
+//! upstream TLS and the upstream HTTP protocol; upstream health settings are `health`'s.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -96,11 +96,13 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
             "alt_stat_name",
             "max_requests_per_connection",
             "upstream_connection_options",
+            "health_checks",
+            "outlier_detection",
+            "common_lb_config",
         ],
         &[
             "cluster_type",
             "per_connection_buffer_limit_bytes",
-            "health_checks",
             "upstream_http_protocol_options",
             "common_http_protocol_options",
             "http_protocol_options",
@@ -113,7 +115,6 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
             "typed_dns_resolver_config",
             "dns_jitter",
             "wait_for_warm_on_init",
-            "outlier_detection",
             "cleanup_interval",
             "upstream_bind_config",
             "lb_subset_config",
@@ -122,7 +123,6 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
             "original_dst_lb_config",
             "least_request_lb_config",
             "round_robin_lb_config",
-            "common_lb_config",
             "metadata",
             "protocol_selection",
             "close_connections_on_host_health_failure",
@@ -240,6 +240,18 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
         .map(|t| transport_socket(&t))
         .transpose()?;
     let protocol = protocol(&o)?;
+    let health_check = match o.get("health_checks") {
+        Some(h) => crate::health::health_checks(&h)?,
+        None => None,
+    };
+    let outlier_detection = o
+        .get("outlier_detection")
+        .map(|n| crate::health::outlier_detection(&n))
+        .transpose()?;
+    let healthy_panic_threshold = match o.get("common_lb_config") {
+        Some(n) => crate::health::common_lb_config(&n)?,
+        None => 50.0,
+    };
     Ok(Cluster {
         name,
         path: node.path.clone(),
@@ -252,6 +264,9 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
         circuit_breakers,
         upstream_tls,
         protocol,
+        health_check,
+        outlier_detection,
+        healthy_panic_threshold,
     })
 }
 

@@ -23,6 +23,7 @@ mod duration;
 mod endpoint;
 mod error;
 mod header_mutation;
+mod health;
 mod http;
 mod http_filter;
 mod limits;

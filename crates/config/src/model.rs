@@ -9,10 +9,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod health;
 mod http;
 mod limits;
 mod route;
 mod xds;
+pub use health::*;
 pub use http::*;
 pub use limits::*;
 pub use route::*;
@@ -371,6 +373,11 @@ pub struct Cluster {
     /// `transport_socket` `envoy.transport_sockets.tls` with an `UpstreamTlsContext`.
     pub upstream_tls: Option<UpstreamTls>,
     pub protocol: UpstreamProtocol,
+    /// `health_checks[0]` (one at most).
+    pub health_check: Option<HealthCheck>,
+    pub outlier_detection: Option<OutlierDetection>,
+    /// `common_lb_config.healthy_panic_threshold.value` in percent (default 50).
+    pub healthy_panic_threshold: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

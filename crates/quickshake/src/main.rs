@@ -238,6 +238,7 @@ fn serve(
     admin.dynamic_listeners = xds_listeners;
     admin.logging = Some(loggers);
     admin.runtime = quickshake_server::admin_state::runtime_layers(&cfg.runtime);
+    admin.clusters = Some(clusters.clone());
     if let Some(x) = xds.clone() {
         admin.initialized = Some(Box::new(move || x.initialized()));
     }
@@ -254,6 +255,8 @@ fn serve(
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the main event loop: {e}"))?;
+    // Health checks and outlier detection run on this (main) event loop, off the workers.
+    clusters.start_background(rt.handle().clone());
     rt.block_on(async {
         if let Some(listener) = admin_listener {
             start_admin(listener, admin, drain.clone())?;

@@ -1,14 +1,16 @@
 //! What the admin endpoint shows of a running gateway: stats, `/server_info`, `/certs`,
 //! `/config_dump` (keys redacted by the config crate), readiness, health-check failure,
 //! `/quitquitquit`, `/listeners` (static and xDS), `/logging` (through the binary's
-//! [`LogControl`]) and `/runtime`.
+//! [`LogControl`]), `/runtime` and `/clusters` (the upstream clusters and their hosts' health).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use quickshake_admin::{AdminState, ListenerInfo, LogControl, RuntimeLayer};
+use quickshake_admin::{
+    AdminState, ClusterStatus, HostStatus, ListenerInfo, LogControl, RuntimeLayer, Thresholds,
+};
 use quickshake_stats::Store;
 use serde_json::{json, Value};
 
@@ -41,6 +43,8 @@ pub struct GatewayAdmin {
     pub logging: Option<Arc<dyn LogControl>>,
     /// `layered_runtime`'s layers with the keys quickshake reads, for `/runtime`.
     pub runtime: Vec<RuntimeLayer>,
+    /// The upstream clusters `/clusters` shows (none: an empty answer).
+    pub clusters: Option<quickshake_upstream::ClusterManager>,
     pub started: Instant,
     pub started_epoch: u64,
 }
@@ -71,6 +75,7 @@ impl GatewayAdmin {
             dynamic_listeners: None,
             logging: None,
             runtime: Vec::new(),
+            clusters: None,
             started: Instant::now(),
             started_epoch,
         }
@@ -196,6 +201,17 @@ impl AdminState for GatewayAdmin {
     fn runtime_layers(&self) -> Vec<RuntimeLayer> {
         self.runtime.clone()
     }
+
+    fn clusters(&self) -> Vec<ClusterStatus> {
+        let Some(m) = &self.clusters else {
+            return Vec::new();
+        };
+        m.names()
+            .iter()
+            .filter_map(|n| m.cluster(n))
+            .map(|c| cluster_status(&c))
+            .collect()
+    }
 }
 
 /// `/runtime`'s view of `layered_runtime` (the keys quickshake reads, per layer).
@@ -208,6 +224,42 @@ pub fn runtime_layers(layers: &[quickshake_config::RuntimeLayer]) -> Vec<Runtime
             values: l.values.iter().cloned().collect(),
         })
         .collect()
+}
+
+/// One cluster for `/clusters`. HIGH-priority thresholds are Envoy's defaults: quickshake
+/// routes at DEFAULT priority only.
+fn cluster_status(c: &quickshake_upstream::Cluster) -> ClusterStatus {
+    let l = c.limits();
+    ClusterStatus {
+        name: c.name().to_owned(),
+        added_via_api: c.added_via_api(),
+        outlier_detection: c.has_outlier_detection(),
+        default_priority: Thresholds {
+            max_connections: u64::from(l.max_connections),
+            max_pending_requests: u64::from(l.max_pending_requests),
+            max_requests: u64::from(l.max_requests),
+            max_retries: u64::from(l.max_retries),
+        },
+        high_priority: Thresholds::default(),
+        hosts: c
+            .host_statuses()
+            .into_iter()
+            .map(|h| HostStatus {
+                address: h.addr,
+                failed_active_hc: h.failed_active_hc,
+                failed_outlier_check: h.failed_outlier_check,
+                cx_active: h.cx_active,
+                cx_connect_fail: h.cx_connect_fail,
+                cx_total: h.cx_total,
+                rq_active: h.rq_active,
+                rq_error: h.rq_error,
+                rq_pending_active: 0,
+                rq_success: h.rq_success,
+                rq_timeout: h.rq_timeout,
+                rq_total: h.rq_total,
+            })
+            .collect(),
+    }
 }
 
 /// Envoy's `ocsp_details` of `/certs`: the staple's thisUpdate and nextUpdate (the current time

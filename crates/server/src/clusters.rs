@@ -2,11 +2,12 @@
 
 use quickshake_config::{
     load_sds_tls_certificate, load_sds_trusted_ca, read_data_source, Cluster, ClusterDiscovery,
-    LbPolicy, UpstreamProtocol, UpstreamTls,
+    HealthCheck, HealthCheckKind, LbPolicy, OutlierDetection, UpstreamProtocol, UpstreamTls,
 };
 use quickshake_stats::Store;
 use quickshake_upstream::{
-    ClusterManager, ClusterSpec, Discovery, Limits, Protocol, UpstreamTlsSpec,
+    ClusterManager, ClusterSpec, Discovery, HealthCheckSpec, Limits, OutlierSpec, Protocol,
+    UpstreamTlsSpec,
 };
 
 use crate::error::ServerError;
@@ -98,5 +99,48 @@ pub fn spec(c: &Cluster) -> Result<ClusterSpec, ServerError> {
             UpstreamProtocol::Http1 => Protocol::Http1,
             UpstreamProtocol::Http2 => Protocol::Http2,
         },
+        health_check: c.health_check.as_ref().map(health_check_spec),
+        outlier: c.outlier_detection.as_ref().map(outlier_spec),
+        healthy_panic_threshold: c.healthy_panic_threshold,
     })
+}
+
+fn health_check_spec(h: &HealthCheck) -> HealthCheckSpec {
+    HealthCheckSpec {
+        interval: h.interval,
+        timeout: h.timeout,
+        no_traffic_interval: h.no_traffic_interval,
+        unhealthy_threshold: h.unhealthy_threshold,
+        healthy_threshold: h.healthy_threshold,
+        interval_jitter: h.interval_jitter,
+        initial_jitter: h.initial_jitter,
+        kind: match &h.kind {
+            HealthCheckKind::Http {
+                path,
+                host,
+                expected_statuses,
+            } => quickshake_upstream::HealthCheckKind::Http {
+                path: path.clone(),
+                host: host.clone(),
+                expected: expected_statuses.clone(),
+            },
+            HealthCheckKind::Tcp { send, receive } => quickshake_upstream::HealthCheckKind::Tcp {
+                send: send.clone(),
+                receive: receive.clone(),
+            },
+        },
+    }
+}
+
+fn outlier_spec(o: &OutlierDetection) -> OutlierSpec {
+    OutlierSpec {
+        consecutive_5xx: o.consecutive_5xx,
+        consecutive_gateway_failure: o.consecutive_gateway_failure,
+        enforcing_consecutive_5xx: o.enforcing_consecutive_5xx,
+        enforcing_consecutive_gateway_failure: o.enforcing_consecutive_gateway_failure,
+        interval: o.interval,
+        base_ejection_time: o.base_ejection_time,
+        max_ejection_time: o.max_ejection_time,
+        max_ejection_percent: o.max_ejection_percent,
+    }
 }

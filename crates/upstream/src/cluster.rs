@@ -4,19 +4,22 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock, Weak};
+use std::time::Instant;
 
 use http::{Request, Response};
 
 use crate::breaker::{Breakers, Permit};
 use crate::connect::{self, Connector, UpstreamStream};
 use crate::error::{OverflowKind, UpstreamError};
-use crate::hosts::HostSet;
+use crate::health::HostStatus;
+use crate::hosts::{Balancing, HostSet};
+use crate::outlier::Detector;
 use crate::pool::{Pools, RequestBody};
 use crate::request::{self, UpstreamBody};
 use crate::shared::Shared;
-use crate::spec::{ClusterSpec, Protocol};
-use crate::stats::ClusterStats;
+use crate::spec::{ClusterSpec, Limits, Protocol};
+use crate::stats::{ClusterStats, HealthCheckStats};
 
 /// All clusters, by name. Cloning shares them. Static clusters are built once; clusters from a
 /// control plane are added, replaced and removed while the gateway runs ([`Self::upsert`],
@@ -25,6 +28,8 @@ use crate::stats::ClusterStats;
 #[derive(Clone)]
 pub struct ClusterManager {
     clusters: Arc<RwLock<Arc<HashMap<String, Cluster>>>>,
+    /// Where health checks and outlier detection run, once [`Self::start_background`] is called.
+    background: Arc<OnceLock<tokio::runtime::Handle>>,
 }
 
 impl std::fmt::Debug for ClusterManager {
@@ -50,12 +55,25 @@ impl ClusterManager {
                     reason: "duplicate cluster name".into(),
                 });
             }
-            let cluster = Cluster::new(spec, store)?;
+            let cluster = Cluster::new(spec, store, false)?;
             clusters.insert(cluster.name().to_owned(), cluster);
         }
         Ok(ClusterManager {
             clusters: Arc::new(RwLock::new(Arc::new(clusters))),
+            background: Arc::new(OnceLock::new()),
         })
+    }
+
+    /// Starts the clusters' active health checks and outlier detection on `handle` (one task
+    /// per cluster and kind, ending with their cluster); clusters added later start theirs
+    /// there too. Only the first call counts.
+    pub fn start_background(&self, handle: tokio::runtime::Handle) {
+        if self.background.set(handle.clone()).is_err() {
+            return;
+        }
+        for c in self.current().values() {
+            c.spawn_background(&handle);
+        }
     }
 
     fn current(&self) -> Arc<HashMap<String, Cluster>> {
@@ -83,7 +101,10 @@ impl ClusterManager {
         spec: ClusterSpec,
         store: &quickshake_stats::Store,
     ) -> Result<Cluster, UpstreamError> {
-        let cluster = Cluster::new(spec, store)?;
+        let cluster = Cluster::new(spec, store, true)?;
+        if let Some(h) = self.background.get() {
+            cluster.spawn_background(h);
+        }
         let mut guard = self
             .clusters
             .write()
@@ -126,8 +147,16 @@ impl std::fmt::Debug for Cluster {
 }
 
 impl Cluster {
-    fn new(spec: ClusterSpec, store: &quickshake_stats::Store) -> Result<Self, UpstreamError> {
+    fn new(
+        spec: ClusterSpec,
+        store: &quickshake_stats::Store,
+        added_via_api: bool,
+    ) -> Result<Self, UpstreamError> {
         let stats = ClusterStats::new(store, &spec.name);
+        let health_check = spec
+            .health_check
+            .map(|hc| (hc, HealthCheckStats::new(stats.scope())));
+        let outlier = spec.outlier.map(|o| Detector::new(o, stats.scope()));
         let tls = spec
             .tls
             .as_ref()
@@ -139,6 +168,10 @@ impl Cluster {
             spec.endpoints,
             spec.dns_refresh_rate,
             stats.clone(),
+            Balancing {
+                health_checked: health_check.is_some(),
+                panic_threshold: spec.healthy_panic_threshold,
+            },
         )?;
         let breakers = Breakers::new(spec.limits);
         Ok(Cluster {
@@ -156,8 +189,27 @@ impl Cluster {
                 breakers,
                 stats,
                 pools: Pools::default(),
+                limits: spec.limits,
+                health_check,
+                outlier,
+                added_via_api,
             }),
         })
+    }
+
+    /// Spawns this cluster's health-check and outlier-detection loops on `rt`.
+    fn spawn_background(&self, rt: &tokio::runtime::Handle) {
+        let weak = Arc::downgrade(&self.shared);
+        if let Some((spec, stats)) = &self.shared.health_check {
+            rt.spawn(crate::health_check::run(
+                weak.clone(),
+                spec.clone(),
+                stats.clone(),
+            ));
+        }
+        if let Some(d) = &self.shared.outlier {
+            rt.spawn(outlier_loop(weak, d.spec.interval));
+        }
     }
 
     /// Sends one request to an endpoint chosen by the load balancer, over a
@@ -187,7 +239,7 @@ impl Cluster {
             .hosts
             .pick(sh.lb)
             .ok_or(UpstreamError::NoHealthyEndpoint)?;
-        sh.connector.open(host.addr).await
+        sh.connector.open(&host).await
     }
 
     /// Takes a `max_retries` slot for one retry, held until the permit drops;
@@ -235,5 +287,46 @@ impl Cluster {
 
     pub fn stats(&self) -> &ClusterStats {
         &self.shared.stats
+    }
+
+    /// Every host with its health flags and counters (for `/clusters`).
+    pub fn host_statuses(&self) -> Vec<HostStatus> {
+        self.shared
+            .hosts
+            .snapshot()
+            .iter()
+            .map(|h| {
+                let active = h.active_rq.load(std::sync::atomic::Ordering::Relaxed);
+                HostStatus::of(h.addr, &h.health, active)
+            })
+            .collect()
+    }
+
+    /// The default-priority circuit breakers.
+    pub fn limits(&self) -> Limits {
+        self.shared.limits
+    }
+
+    pub fn has_outlier_detection(&self) -> bool {
+        self.shared.outlier.is_some()
+    }
+
+    /// Whether a control plane (CDS) added it.
+    pub fn added_via_api(&self) -> bool {
+        self.shared.added_via_api
+    }
+}
+
+/// Outlier detection's periodic pass, every `interval` until the cluster is dropped.
+async fn outlier_loop(cluster: Weak<Shared>, interval: std::time::Duration) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(sh) = cluster.upgrade() else { return };
+        if let Some(d) = &sh.outlier {
+            d.on_interval(&sh.hosts, Instant::now());
+        }
     }
 }

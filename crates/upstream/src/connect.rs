@@ -5,6 +5,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -16,6 +17,7 @@ use tokio_boring::SslStream;
 
 use crate::breaker::{Breakers, Permit};
 use crate::error::{OverflowKind, UpstreamError};
+use crate::hosts::Host;
 use crate::spec::{Protocol, UpstreamTlsSpec};
 use crate::stats::ClusterStats;
 
@@ -52,38 +54,28 @@ impl Connector {
     /// Opens one connection to `addr`, charging `max_connections` and the
     /// `upstream_cx_*` stats. The connection counts as active until the
     /// returned stream is dropped.
-    pub(crate) async fn open(&self, addr: SocketAddr) -> Result<UpstreamStream, UpstreamError> {
+    pub(crate) async fn open(&self, host: &Arc<Host>) -> Result<UpstreamStream, UpstreamError> {
+        let addr = host.addr;
         let permit = self
             .breakers
             .acquire(OverflowKind::Connections, &self.stats)?;
         let stats = &self.stats;
         stats.cx_total.inc();
+        host.health.cx_total.fetch_add(1, Ordering::Relaxed);
         let start = Instant::now();
-        let attempt = async {
-            let tcp = TcpStream::connect(addr)
-                .await
-                .map_err(|source| UpstreamError::ConnectFailed { addr, source })?;
-            tcp.set_nodelay(true)
-                .map_err(|source| UpstreamError::ConnectFailed { addr, source })?;
-            Ok::<_, UpstreamError>(match &self.tls {
-                Some(tls) => Io::Tls(Box::new(
-                    tls.connect(tcp)
-                        .await
-                        .map_err(|e| UpstreamError::Tls(e.to_string()))?,
-                )),
-                None => Io::Tcp(tcp),
-            })
-        };
+        let attempt = self.dial(addr);
         let io = match tokio::time::timeout(self.timeout, attempt).await {
             Ok(Ok(io)) => io,
             Ok(Err(e)) => {
                 stats.cx_connect_fail.inc();
+                host.health.cx_connect_fail.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(%addr, error = %e, "upstream connect failed");
                 return Err(e);
             }
             Err(_) => {
                 stats.cx_connect_timeout.inc();
                 stats.cx_connect_fail.inc();
+                host.health.cx_connect_fail.fetch_add(1, Ordering::Relaxed);
                 return Err(UpstreamError::ConnectTimeout(addr));
             }
         };
@@ -91,13 +83,46 @@ impl Connector {
             .cx_connect_ms
             .record(start.elapsed().as_secs_f64() * 1000.0);
         stats.cx_active.inc();
+        host.health.cx_active.fetch_add(1, Ordering::Relaxed);
         Ok(UpstreamStream {
             io,
             addr,
-            _guard: CxGuard {
+            _guard: Some(CxGuard {
                 stats: stats.clone(),
+                host: host.clone(),
                 _permit: permit,
-            },
+            }),
+        })
+    }
+
+    /// TCP connect (and the TLS handshake for a TLS cluster), unbounded and uncounted: the
+    /// caller bounds it.
+    async fn dial(&self, addr: SocketAddr) -> Result<Io, UpstreamError> {
+        let tcp = TcpStream::connect(addr)
+            .await
+            .map_err(|source| UpstreamError::ConnectFailed { addr, source })?;
+        tcp.set_nodelay(true)
+            .map_err(|source| UpstreamError::ConnectFailed { addr, source })?;
+        Ok(match &self.tls {
+            Some(tls) => Io::Tls(Box::new(
+                tls.connect(tcp)
+                    .await
+                    .map_err(|e| UpstreamError::Tls(e.to_string()))?,
+            )),
+            None => Io::Tcp(tcp),
+        })
+    }
+
+    /// A connection for an active health check: the cluster's TLS, but neither its circuit
+    /// breakers nor its `upstream_cx_*` stats (the caller bounds it with the check's timeout).
+    pub(crate) async fn open_for_health_check(
+        &self,
+        addr: SocketAddr,
+    ) -> Result<UpstreamStream, UpstreamError> {
+        Ok(UpstreamStream {
+            io: self.dial(addr).await?,
+            addr,
+            _guard: None,
         })
     }
 }
@@ -105,12 +130,14 @@ impl Connector {
 /// Un-counts a connection when it closes.
 struct CxGuard {
     stats: ClusterStats,
+    host: Arc<Host>,
     _permit: Permit,
 }
 
 impl Drop for CxGuard {
     fn drop(&mut self) {
         self.stats.cx_active.dec();
+        self.host.health.cx_active.fetch_sub(1, Ordering::Relaxed);
         self.stats.cx_destroy.inc();
     }
 }
@@ -125,7 +152,7 @@ enum Io {
 pub struct UpstreamStream {
     io: Io,
     addr: SocketAddr,
-    _guard: CxGuard,
+    _guard: Option<CxGuard>,
 }
 
 impl std::fmt::Debug for UpstreamStream {

@@ -7,6 +7,10 @@
 //! the blocking resolver. The thread holds only a weak reference and exits
 //! once the cluster is dropped. A failed (or empty) resolution of a name keeps
 //! that name's last good addresses and counts `update_failure`.
+//!
+//! Balancing skips hosts that failed their active health check or were ejected by outlier
+//! detection (see `health`); when fewer than `healthy_panic_threshold` percent of the hosts
+//! are healthy, it uses every host and counts `lb_healthy_panic` (Envoy's panic mode).
 
 use std::cell::Cell;
 use std::collections::hash_map::RandomState;
@@ -16,6 +20,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
+use crate::health::HostHealth;
 use crate::spec::{Discovery, LbPolicy};
 use crate::stats::ClusterStats;
 use crate::UpstreamError;
@@ -26,6 +31,35 @@ pub(crate) struct Host {
     pub(crate) addr: SocketAddr,
     /// Requests in flight to this host (for least-request balancing).
     pub(crate) active_rq: AtomicU64,
+    pub(crate) health: HostHealth,
+}
+
+impl Host {
+    pub(crate) fn new(addr: SocketAddr, failed_active_hc: bool) -> Self {
+        Host {
+            addr,
+            active_rq: AtomicU64::new(0),
+            health: HostHealth::new(failed_active_hc),
+        }
+    }
+}
+
+/// How a host set is balanced and health-checked.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Balancing {
+    /// The cluster has active health checks: new hosts start unhealthy.
+    pub(crate) health_checked: bool,
+    /// Percent (Envoy's `healthy_panic_threshold`).
+    pub(crate) panic_threshold: f64,
+}
+
+impl Default for Balancing {
+    fn default() -> Self {
+        Balancing {
+            health_checked: false,
+            panic_threshold: 50.0,
+        }
+    }
 }
 
 /// The hosts of one cluster, and how to refresh them.
@@ -41,6 +75,7 @@ pub(crate) struct HostSet {
     last_good: Mutex<Vec<Vec<SocketAddr>>>,
     first: tokio::sync::OnceCell<()>,
     stats: ClusterStats,
+    balancing: Balancing,
 }
 
 impl HostSet {
@@ -51,6 +86,7 @@ impl HostSet {
         names: Vec<(String, u16)>,
         refresh: Duration,
         stats: ClusterStats,
+        balancing: Balancing,
     ) -> Result<Self, UpstreamError> {
         let mut initial = Vec::new();
         if discovery == Discovery::Eds && !names.is_empty() {
@@ -82,6 +118,7 @@ impl HostSet {
             refresh,
             first: tokio::sync::OnceCell::new(),
             stats,
+            balancing,
         };
         set.install(initial);
         Ok(set)
@@ -124,21 +161,28 @@ impl HostSet {
                 old.iter()
                     .find(|h| h.addr == a)
                     .cloned()
-                    .unwrap_or_else(|| {
-                        Arc::new(Host {
-                            addr: a,
-                            active_rq: AtomicU64::new(0),
-                        })
-                    })
+                    .unwrap_or_else(|| Arc::new(Host::new(a, self.balancing.health_checked)))
             })
             .collect();
         let n = i64::try_from(new.len()).unwrap_or(i64::MAX);
         *guard = Arc::new(new);
         drop(guard);
         self.generation.fetch_add(1, Ordering::AcqRel);
-        self.stats.membership_healthy.set(n);
         self.stats.membership_total.set(n);
         self.stats.membership_change.inc();
+        self.health_changed();
+    }
+
+    /// Recounts `membership_healthy` after a host's health changed.
+    pub(crate) fn health_changed(&self) {
+        let healthy = self
+            .snapshot()
+            .iter()
+            .filter(|h| h.health.is_healthy())
+            .count();
+        self.stats
+            .membership_healthy
+            .set(i64::try_from(healthy).unwrap_or(i64::MAX));
     }
 
     /// Applies one round of per-name results (`None`: that name failed).
@@ -218,23 +262,39 @@ impl HostSet {
         }
     }
 
-    /// Picks a host, or `None` when there is none.
+    /// Picks a healthy host (any host in panic mode), or `None` when there is none. When every
+    /// host is healthy (the usual case) this allocates nothing.
     pub(crate) fn pick(&self, lb: LbPolicy) -> Option<Arc<Host>> {
         let hosts = self.snapshot();
-        let n = hosts.len();
+        if hosts.iter().all(|h| h.health.is_healthy()) {
+            return self.choose(lb, hosts.len(), |i| hosts.get(i));
+        }
+        let healthy: Vec<&Arc<Host>> = hosts.iter().filter(|h| h.health.is_healthy()).collect();
+        let percent = 100.0 * healthy.len() as f64 / hosts.len() as f64;
+        if percent < self.balancing.panic_threshold {
+            self.stats.lb_healthy_panic.inc();
+            return self.choose(lb, hosts.len(), |i| hosts.get(i));
+        }
+        self.choose(lb, healthy.len(), |i| healthy.get(i).copied())
+    }
+
+    /// Balances over `n` candidates, `get(i)` being the i-th.
+    fn choose<'a>(
+        &self,
+        lb: LbPolicy,
+        n: usize,
+        get: impl Fn(usize) -> Option<&'a Arc<Host>>,
+    ) -> Option<Arc<Host>> {
         match n {
             0 => None,
-            1 => hosts.first().cloned(),
+            1 => get(0).cloned(),
             _ => match lb {
-                LbPolicy::RoundRobin => {
-                    let i = self.rr.fetch_add(1, Ordering::Relaxed) % n;
-                    hosts.get(i).cloned()
-                }
+                LbPolicy::RoundRobin => get(self.rr.fetch_add(1, Ordering::Relaxed) % n).cloned(),
                 LbPolicy::LeastRequest => {
                     let r = random();
                     let a = (r % n as u64) as usize;
                     let b = (a + 1 + ((r >> 32) % (n as u64 - 1)) as usize) % n;
-                    let (ha, hb) = (hosts.get(a)?, hosts.get(b)?);
+                    let (ha, hb) = (get(a)?, get(b)?);
                     let load = |h: &Host| h.active_rq.load(Ordering::Relaxed);
                     Some(if load(hb) < load(ha) { hb } else { ha }.clone())
                 }
@@ -244,7 +304,7 @@ impl HostSet {
 }
 
 /// A per-thread xorshift generator, seeded from the OS-seeded `RandomState`.
-fn random() -> u64 {
+pub(crate) fn random() -> u64 {
     thread_local! {
         static STATE: Cell<u64> = Cell::new(RandomState::new().hash_one(std::thread::current().id()) | 1);
     }
@@ -267,7 +327,15 @@ mod tests {
             .map(|i| ("127.0.0.1".to_string(), 1000 + i as u16))
             .collect();
         let stats = ClusterStats::new(&quickshake_stats::Store::new(), "t");
-        HostSet::new("t", Discovery::Static, names, Duration::from_secs(1), stats).expect("set")
+        HostSet::new(
+            "t",
+            Discovery::Static,
+            names,
+            Duration::from_secs(1),
+            stats,
+            Balancing::default(),
+        )
+        .expect("set")
     }
 
     #[test]
@@ -303,6 +371,7 @@ mod tests {
             vec![("example.com".into(), 80)],
             Duration::from_secs(1),
             stats,
+            Balancing::default(),
         );
         assert!(matches!(r, Err(UpstreamError::Config { .. })));
     }
@@ -316,6 +385,7 @@ mod tests {
             vec![],
             Duration::from_secs(1),
             stats.clone(),
+            Balancing::default(),
         )
         .expect("set");
         assert!(s.pick(LbPolicy::RoundRobin).is_none());
@@ -340,6 +410,7 @@ mod tests {
             vec![("10.0.0.1".into(), 80)],
             Duration::from_secs(1),
             ClusterStats::new(&quickshake_stats::Store::new(), "e2"),
+            Balancing::default(),
         )
         .is_err());
     }
@@ -353,6 +424,7 @@ mod tests {
             vec![("a".into(), 1), ("b".into(), 2)],
             Duration::from_secs(1),
             stats.clone(),
+            Balancing::default(),
         )
         .expect("set");
         let a: SocketAddr = "10.0.0.1:1".parse().expect("addr");
@@ -364,5 +436,23 @@ mod tests {
         assert_eq!(stats.update_success.value(), 2);
         assert_eq!(stats.update_failure.value(), 2);
         assert_eq!(stats.membership_healthy.value(), 2);
+    }
+
+    #[test]
+    fn unhealthy_hosts_are_skipped_until_panic() {
+        let s = set(3);
+        let hosts = s.snapshot();
+        hosts[0].health.set_failed_active_hc(true);
+        for _ in 0..6 {
+            let p = s.pick(LbPolicy::RoundRobin).map(|h| h.addr.port());
+            assert_ne!(p, Some(1000));
+        }
+        hosts[1].health.set_failed_outlier(true);
+        // One of three healthy (33% < 50%): panic, every host is used.
+        let ports: std::collections::HashSet<u16> = (0..6)
+            .filter_map(|_| s.pick(LbPolicy::RoundRobin).map(|h| h.addr.port()))
+            .collect();
+        assert_eq!(ports.len(), 3);
+        assert!(s.stats.lb_healthy_panic.value() >= 6);
     }
 }

@@ -20,18 +20,27 @@
 //! counts are cluster-wide, like Envoy's. DNS clusters resolve on first use and
 //! then refresh on a small dedicated thread per cluster.
 //!
+//! Health: active health checks (`health_check`, one background task per cluster) and outlier
+//! detection (`outlier`) set per-host flags (`health`) that balancing honours, with Envoy's
+//! panic threshold; they run on the runtime given to [`ClusterManager::start_background`]
+//! (without it, hosts of health-checked clusters stay unhealthy and panic mode uses them all).
+//! [`Cluster::host_statuses`] feeds `/clusters`.
+//!
 //! Modules: `cluster` ([`ClusterManager`], [`Cluster`]), `shared` (the state
 //! a cluster's handles share), `request` (the request path and
 //! [`UpstreamBody`]), `pool` (per-worker connection pools), `connect`
-//! ([`UpstreamStream`]), `hosts` (discovery and load balancing), `breaker`,
-//! `stats`, `spec` and `error`.
+//! ([`UpstreamStream`]), `hosts` (discovery and load balancing), `health`, `health_check`,
+//! `outlier`, `breaker`, `stats`, `spec` and `error`.
 #![forbid(unsafe_code)]
 
 mod breaker;
 mod cluster;
 mod connect;
 mod error;
+mod health;
+mod health_check;
 mod hosts;
+mod outlier;
 mod pool;
 mod request;
 mod shared;
@@ -42,7 +51,11 @@ pub use breaker::Permit;
 pub use cluster::{Cluster, ClusterManager};
 pub use connect::UpstreamStream;
 pub use error::{OverflowKind, UpstreamError};
+pub use health::HostStatus;
 pub use pool::RequestBody;
 pub use request::{UpstreamBody, UpstreamHost};
-pub use spec::{ClusterSpec, Discovery, LbPolicy, Limits, Protocol, UpstreamTlsSpec};
+pub use spec::{
+    ClusterSpec, Discovery, HealthCheckKind, HealthCheckSpec, LbPolicy, Limits, OutlierSpec,
+    Protocol, UpstreamTlsSpec,
+};
 pub use stats::ClusterStats;

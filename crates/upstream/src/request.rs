@@ -64,6 +64,7 @@ impl RequestGuard {
         if !self.dispatched {
             self.dispatched = true;
             self.stats.rq_total.inc();
+            self.host.health.rq_total.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -96,7 +97,7 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
-async fn open_for_request(sh: &Shared, addr: SocketAddr) -> Result<UpstreamStream, UpstreamError> {
+async fn open_for_request(sh: &Shared, host: &Arc<Host>) -> Result<UpstreamStream, UpstreamError> {
     let permit = sh
         .breakers
         .acquire(OverflowKind::PendingRequests, &sh.stats)?;
@@ -106,9 +107,13 @@ async fn open_for_request(sh: &Shared, addr: SocketAddr) -> Result<UpstreamStrea
         stats: &sh.stats,
         _permit: permit,
     };
-    let r = sh.connector.open(addr).await;
+    let r = sh.connector.open(host).await;
     if r.is_err() {
         sh.stats.rq_pending_failure_eject.inc();
+        // Envoy charges a failed connect to outlier detection as a 503.
+        if let Some(d) = &sh.outlier {
+            d.report(&sh.hosts, host, 503);
+        }
     }
     r
 }
@@ -125,7 +130,7 @@ pub(crate) async fn send(
         .pick(sh.lb)
         .ok_or(UpstreamError::NoHealthyEndpoint)?;
     let addr = host.addr;
-    let mut guard = RequestGuard::new(&sh.stats, host, permit);
+    let mut guard = RequestGuard::new(&sh.stats, host.clone(), permit);
     let ep = sh.pools.endpoint(&sh.hosts, addr);
     let resp = match sh.protocol {
         Protocol::Http1 => {
@@ -139,7 +144,7 @@ pub(crate) async fn send(
             match got {
                 Ok(resp) => resp,
                 Err(req) => {
-                    let io = TokioIo::new(open_for_request(sh, addr).await?);
+                    let io = TokioIo::new(open_for_request(sh, &host).await?);
                     let (mut s, conn) = http1::Builder::new()
                         .handshake(io)
                         .await
@@ -166,7 +171,7 @@ pub(crate) async fn send(
             // gets one fresh replacement if it never took the request.
             let mut fresh_tried = false;
             loop {
-                let mut s = h2_sender(sh, &ep, addr).await?;
+                let mut s = h2_sender(sh, &ep, &host).await?;
                 let unsent = match s.ready().await {
                     Err(e) => (Some(req), e),
                     Ok(()) => {
@@ -187,7 +192,12 @@ pub(crate) async fn send(
             }
         }
     };
-    sh.stats.record_response(resp.status().as_u16());
+    let status = resp.status().as_u16();
+    sh.stats.record_response(status);
+    host.health.charge_response(status);
+    if let Some(d) = &sh.outlier {
+        d.report(&sh.hosts, &host, status);
+    }
     let mut resp = resp.map(|inner| UpstreamBody::new(inner, guard));
     resp.extensions_mut().insert(UpstreamHost(addr));
     Ok(resp)
@@ -222,13 +232,13 @@ async fn send_on_idle(
     Ok(Reuse::Unsent(req))
 }
 
-async fn h2_sender(sh: &Shared, ep: &Endpoint, addr: SocketAddr) -> Result<H2, UpstreamError> {
+async fn h2_sender(sh: &Shared, ep: &Endpoint, host: &Arc<Host>) -> Result<H2, UpstreamError> {
     let mut slot = ep.h2.lock().await;
     if let Some(s) = slot.as_ref().filter(|s| !s.is_closed()) {
         return Ok(s.clone());
     }
     *slot = None;
-    let io = TokioIo::new(open_for_request(sh, addr).await?);
+    let io = TokioIo::new(open_for_request(sh, host).await?);
     let (s, conn) = http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
         .handshake(io)

@@ -17,6 +17,13 @@ pub struct ClusterSpec {
     pub limits: Limits,
     pub tls: Option<UpstreamTlsSpec>,
     pub protocol: Protocol,
+    /// Active health checking (Envoy's `health_checks[0]`); `None`: every host is healthy.
+    pub health_check: Option<HealthCheckSpec>,
+    /// Passive health checking (Envoy's `outlier_detection`).
+    pub outlier: Option<OutlierSpec>,
+    /// `common_lb_config.healthy_panic_threshold` in percent (default 50): below this share of
+    /// healthy hosts the load balancer uses every host (Envoy's panic mode); 0 disables it.
+    pub healthy_panic_threshold: f64,
 }
 
 impl ClusterSpec {
@@ -37,6 +44,9 @@ impl ClusterSpec {
             limits: Limits::default(),
             tls: None,
             protocol: Protocol::Http1,
+            health_check: None,
+            outlier: None,
+            healthy_panic_threshold: 50.0,
         }
     }
 }
@@ -97,3 +107,79 @@ pub enum Protocol {
 /// client options, under the name clusters have always used. For an HTTP/2 cluster an empty
 /// `alpn` offers `h2`.
 pub use quickshake_tls::ClientTlsOptions as UpstreamTlsSpec;
+
+/// One active health check (Envoy's `HealthCheck`), already validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HealthCheckSpec {
+    /// Time between checks of one host once the cluster has had traffic.
+    pub interval: Duration,
+    /// Bounds one check (connect, request and answer); a timeout is a network failure.
+    pub timeout: Duration,
+    /// Time between checks while the cluster never had traffic (Envoy's default 60 s).
+    pub no_traffic_interval: Duration,
+    /// Consecutive network failures (connect, timeout) that make a healthy host unhealthy; a
+    /// failing answer (unexpected HTTP status, TCP payload mismatch) does at once, as in Envoy.
+    pub unhealthy_threshold: u32,
+    /// Consecutive successes that make an unhealthy host healthy (the first check ever of a
+    /// host makes it healthy at once).
+    pub healthy_threshold: u32,
+    /// Random extra delay added to each interval, up to this much.
+    pub interval_jitter: Duration,
+    /// Random delay before the first check, up to this much.
+    pub initial_jitter: Duration,
+    pub kind: HealthCheckKind,
+}
+
+/// What a health check sends and expects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HealthCheckKind {
+    /// `GET path` over HTTP/1.1; passes when the status is in one of `expected` (`[start, end)`
+    /// ranges, as Envoy's `Int64Range`).
+    Http {
+        path: String,
+        /// `Host` header; the cluster's name when `None` (Envoy's default).
+        host: Option<String>,
+        expected: Vec<(u16, u16)>,
+    },
+    /// Connect, write `send` (if any), and pass once every `receive` payload has arrived, each
+    /// after the previous one (as Envoy matches them); both empty: connect only.
+    Tcp {
+        send: Vec<u8>,
+        receive: Vec<Vec<u8>>,
+    },
+}
+
+/// Envoy's `OutlierDetection`: consecutive 5xx and gateway-failure ejection.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutlierSpec {
+    pub consecutive_5xx: u32,
+    pub consecutive_gateway_failure: u32,
+    /// Percent chance that a detected ejection is enforced (Envoy: 100 for 5xx, 0 for gateway
+    /// failures).
+    pub enforcing_consecutive_5xx: u32,
+    pub enforcing_consecutive_gateway_failure: u32,
+    /// How often ejected hosts are checked for their return.
+    pub interval: Duration,
+    /// An ejected host stays out `base_ejection_time × ejections` (capped by `max_ejection_time`).
+    pub base_ejection_time: Duration,
+    pub max_ejection_time: Duration,
+    /// At most this percent of the hosts ejected at once (checked as Envoy does: ejecting one
+    /// more must keep `100 × (ejected + 1) / hosts` at or under it).
+    pub max_ejection_percent: u32,
+}
+
+impl Default for OutlierSpec {
+    /// Envoy's defaults.
+    fn default() -> Self {
+        OutlierSpec {
+            consecutive_5xx: 5,
+            consecutive_gateway_failure: 5,
+            enforcing_consecutive_5xx: 100,
+            enforcing_consecutive_gateway_failure: 0,
+            interval: Duration::from_secs(10),
+            base_ejection_time: Duration::from_secs(30),
+            max_ejection_time: Duration::from_secs(300),
+            max_ejection_percent: 10,
+        }
+    }
+}

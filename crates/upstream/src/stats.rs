@@ -49,7 +49,7 @@ pub struct ClusterStats {
     pub rq_timeout: Counter,
     /// `upstream_rq_time` (histogram, milliseconds, until the response body ends).
     pub rq_time: Histogram,
-    /// `membership_healthy`: hosts known now (no health checking: all are healthy).
+    /// `membership_healthy`: hosts neither failing their active health check nor ejected.
     pub membership_healthy: Gauge,
     /// `membership_total`.
     pub membership_total: Gauge,
@@ -61,6 +61,8 @@ pub struct ClusterStats {
     pub update_success: Counter,
     /// `update_failure`: resolution failed or returned nothing; the last good set is kept.
     pub update_failure: Counter,
+    /// `lb_healthy_panic`: hosts picked in panic mode (too few healthy hosts, all are used).
+    pub lb_healthy_panic: Counter,
     class: [Counter; 5],
 }
 
@@ -97,6 +99,7 @@ impl ClusterStats {
             update_attempt: s.counter("update_attempt"),
             update_success: s.counter("update_success"),
             update_failure: s.counter("update_failure"),
+            lb_healthy_panic: s.counter("lb_healthy_panic"),
             class,
             scope: s,
         }
@@ -121,5 +124,84 @@ impl ClusterStats {
     /// The `cluster.<name>.` scope, for stats this crate does not define.
     pub fn scope(&self) -> &Scope {
         &self.scope
+    }
+}
+
+/// `cluster.<name>.health_check.*` (registered only for clusters with health checks).
+#[derive(Clone, Debug)]
+pub(crate) struct HealthCheckStats {
+    pub(crate) attempt: Counter,
+    pub(crate) success: Counter,
+    /// Every failure, network ones included.
+    pub(crate) failure: Counter,
+    /// Connect failures and timeouts.
+    pub(crate) network_failure: Counter,
+    /// Hosts passing now.
+    pub(crate) healthy: Gauge,
+}
+
+impl HealthCheckStats {
+    pub(crate) fn new(cluster: &Scope) -> Self {
+        let c = |n: &str| cluster.counter(&format!("health_check.{n}"));
+        // Registered for Envoy's names; quickshake has no passive health checks, cluster
+        // verification or degraded hosts, so these stay 0.
+        for n in ["passive_failure", "verify_cluster"] {
+            c(n);
+        }
+        cluster.gauge("health_check.degraded");
+        HealthCheckStats {
+            attempt: c("attempt"),
+            success: c("success"),
+            failure: c("failure"),
+            network_failure: c("network_failure"),
+            healthy: cluster.gauge("health_check.healthy"),
+        }
+    }
+}
+
+/// `cluster.<name>.outlier_detection.*` (registered only for clusters with outlier detection).
+#[derive(Clone, Debug)]
+pub(crate) struct OutlierStats {
+    pub(crate) ejections_active: Gauge,
+    /// Deprecated in Envoy, still counted: consecutive-5xx (and success-rate) ejections allowed
+    /// by `max_ejection_percent`, enforced or not.
+    pub(crate) ejections_total: Counter,
+    pub(crate) ejections_overflow: Counter,
+    pub(crate) ejections_enforced_total: Counter,
+    pub(crate) ejections_consecutive_5xx: Counter,
+    pub(crate) detected_5xx: Counter,
+    pub(crate) enforced_5xx: Counter,
+    pub(crate) detected_gateway: Counter,
+    pub(crate) enforced_gateway: Counter,
+}
+
+impl OutlierStats {
+    pub(crate) fn new(cluster: &Scope) -> Self {
+        let c = |n: &str| cluster.counter(&format!("outlier_detection.{n}"));
+        // Envoy's other detectors (success rate, failure percentage, local origin) are not
+        // implemented: their counters exist, at 0.
+        for kind in [
+            "consecutive_local_origin_failure",
+            "failure_percentage",
+            "local_origin_failure_percentage",
+            "local_origin_success_rate",
+            "success_rate",
+        ] {
+            c(&format!("ejections_detected_{kind}"));
+            c(&format!("ejections_enforced_{kind}"));
+        }
+        c("ejections_detected_degradation");
+        c("ejections_success_rate");
+        OutlierStats {
+            ejections_active: cluster.gauge("outlier_detection.ejections_active"),
+            ejections_total: c("ejections_total"),
+            ejections_overflow: c("ejections_overflow"),
+            ejections_enforced_total: c("ejections_enforced_total"),
+            ejections_consecutive_5xx: c("ejections_consecutive_5xx"),
+            detected_5xx: c("ejections_detected_consecutive_5xx"),
+            enforced_5xx: c("ejections_enforced_consecutive_5xx"),
+            detected_gateway: c("ejections_detected_consecutive_gateway_failure"),
+            enforced_gateway: c("ejections_enforced_consecutive_gateway_failure"),
+        }
     }
 }

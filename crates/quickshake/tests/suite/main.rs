@@ -23,6 +23,7 @@ mod gateway_tls;
 mod handshake_priority;
 mod http_features;
 mod ops_admin;
+mod ops_health;
 mod provider_batching;
 mod provider_engines;
 mod provider_faults;

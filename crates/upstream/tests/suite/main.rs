@@ -5,6 +5,7 @@
 
 mod common;
 
+mod health;
 mod http;
 mod raw;
 mod tls;
