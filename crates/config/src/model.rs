@@ -9,10 +9,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod access_log;
 mod http;
 mod limits;
 mod route;
 mod xds;
+pub use access_log::*;
 pub use http::*;
 pub use limits::*;
 pub use route::*;
