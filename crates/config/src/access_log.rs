@@ -264,11 +264,6 @@ pub fn parse_format(s: &str) -> std::result::Result<Vec<FormatPart>, String> {
 
 /// Envoy commands quickshake accepts but has no value for: they print as absent.
 const UNFILLED: &[&str] = &[
-    "UPSTREAM_LOCAL_ADDRESS",
-    "UPSTREAM_LOCAL_ADDRESS_WITHOUT_PORT",
-    "UPSTREAM_LOCAL_PORT",
-    "UPSTREAM_REMOTE_ADDRESS_WITHOUT_PORT",
-    "UPSTREAM_REMOTE_PORT",
     "UPSTREAM_TRANSPORT_FAILURE_REASON",
     "UPSTREAM_REQUEST_ATTEMPT_COUNT",
     "UPSTREAM_CONNECTION_ID",
@@ -384,6 +379,11 @@ fn operator(name: &str, args: Option<&str>) -> std::result::Result<Operator, Str
         "DURATION" => O::Duration,
         "UPSTREAM_HOST" => O::UpstreamHost,
         "UPSTREAM_REMOTE_ADDRESS" => O::UpstreamRemoteAddress,
+        "UPSTREAM_REMOTE_ADDRESS_WITHOUT_PORT" => O::UpstreamRemoteAddressWithoutPort,
+        "UPSTREAM_REMOTE_PORT" => O::UpstreamRemotePort,
+        "UPSTREAM_LOCAL_ADDRESS" => O::UpstreamLocalAddress,
+        "UPSTREAM_LOCAL_ADDRESS_WITHOUT_PORT" => O::UpstreamLocalAddressWithoutPort,
+        "UPSTREAM_LOCAL_PORT" => O::UpstreamLocalPort,
         "UPSTREAM_CLUSTER" => O::UpstreamCluster,
         "ROUTE_NAME" => O::RouteName,
         "DOWNSTREAM_REMOTE_ADDRESS" => O::DownstreamRemoteAddress,

@@ -89,6 +89,7 @@ pub async fn handle_request(
                 r.response_code_details = Some("via_upstream");
             }
             r.upstream_host = f.upstream_host;
+            r.upstream_local_address = f.upstream_local_address;
             // The access log shows these as they were sent upstream.
             for (name, value) in [
                 ("x-forwarded-for", f.x_forwarded_for),

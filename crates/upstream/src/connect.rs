@@ -65,16 +65,18 @@ impl Connector {
                 .map_err(|source| UpstreamError::ConnectFailed { addr, source })?;
             tcp.set_nodelay(true)
                 .map_err(|source| UpstreamError::ConnectFailed { addr, source })?;
-            Ok::<_, UpstreamError>(match &self.tls {
+            let local = tcp.local_addr().ok();
+            let io = match &self.tls {
                 Some(tls) => Io::Tls(Box::new(
                     tls.connect(tcp)
                         .await
                         .map_err(|e| UpstreamError::Tls(e.to_string()))?,
                 )),
                 None => Io::Tcp(tcp),
-            })
+            };
+            Ok::<_, UpstreamError>((io, local))
         };
-        let io = match tokio::time::timeout(self.timeout, attempt).await {
+        let (io, local) = match tokio::time::timeout(self.timeout, attempt).await {
             Ok(Ok(io)) => io,
             Ok(Err(e)) => {
                 stats.cx_connect_fail.inc();
@@ -94,6 +96,7 @@ impl Connector {
         Ok(UpstreamStream {
             io,
             addr,
+            local,
             _guard: CxGuard {
                 stats: stats.clone(),
                 _permit: permit,
@@ -125,6 +128,8 @@ enum Io {
 pub struct UpstreamStream {
     io: Io,
     addr: SocketAddr,
+    /// The socket's local address.
+    local: Option<SocketAddr>,
     _guard: CxGuard,
 }
 
@@ -141,6 +146,11 @@ impl UpstreamStream {
     /// The upstream address connected to.
     pub fn peer_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The socket's local address (`None` if the OS would not say).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local
     }
 
     pub fn is_tls(&self) -> bool {

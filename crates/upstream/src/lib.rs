@@ -43,6 +43,6 @@ pub use cluster::{Cluster, ClusterManager};
 pub use connect::UpstreamStream;
 pub use error::{OverflowKind, UpstreamError};
 pub use pool::RequestBody;
-pub use request::{UpstreamBody, UpstreamHost};
+pub use request::{UpstreamBody, UpstreamHost, UpstreamLocalAddress};
 pub use spec::{ClusterSpec, Discovery, LbPolicy, Limits, Protocol, UpstreamTlsSpec};
 pub use stats::ClusterStats;

@@ -37,6 +37,8 @@ pub struct LogRecord {
     pub tls_version: Option<String>,
     /// The upstream host a forwarded request went to.
     pub upstream_host: Option<String>,
+    /// The local address of the upstream connection.
+    pub upstream_local_address: Option<String>,
     /// The cluster the route sent the request to.
     pub upstream_cluster: Option<String>,
     /// The matched route's `name`, when it has one.
@@ -154,6 +156,27 @@ fn value<'a>(c: &FormatCommand, r: &'a LogRecord) -> Val<'a> {
         O::BytesSent => Val::Num(r.bytes_sent),
         O::Duration => Val::Num(r.duration_ms),
         O::UpstreamHost | O::UpstreamRemoteAddress => opt(r.upstream_host.as_deref()),
+        O::UpstreamRemoteAddressWithoutPort => opt(r
+            .upstream_host
+            .as_deref()
+            .and_then(split_address)
+            .map(|(h, _)| h)),
+        O::UpstreamRemotePort => r
+            .upstream_host
+            .as_deref()
+            .and_then(split_address)
+            .map_or(Val::Absent, |(_, p)| Val::Num(p)),
+        O::UpstreamLocalAddress => opt(r.upstream_local_address.as_deref()),
+        O::UpstreamLocalAddressWithoutPort => opt(r
+            .upstream_local_address
+            .as_deref()
+            .and_then(split_address)
+            .map(|(h, _)| h)),
+        O::UpstreamLocalPort => r
+            .upstream_local_address
+            .as_deref()
+            .and_then(split_address)
+            .map_or(Val::Absent, |(_, p)| Val::Num(p)),
         O::UpstreamCluster => opt(r.upstream_cluster.as_deref()),
         O::RouteName => opt(r.route_name.as_deref()),
         O::DownstreamRemoteAddress => opt(Some(r.downstream_remote_address.as_str())),
