@@ -362,13 +362,7 @@ fn operator(name: &str, args: Option<&str>) -> std::result::Result<Operator, Str
         Ok(names)
     };
     Ok(match name {
-        "START_TIME" if args.is_some_and(|a| !a.is_empty()) => {
-            return Err(format!(
-                "START_TIME with a format ({}) is not supported yet",
-                args.unwrap_or_default()
-            ))
-        }
-        "START_TIME" => O::StartTime,
+        "START_TIME" => O::StartTime(args.filter(|a| !a.is_empty()).map(str::to_owned)),
         "PROTOCOL" => O::Protocol,
         "RESPONSE_CODE" => O::ResponseCode,
         "RESPONSE_CODE_DETAILS" => O::ResponseCodeDetails,
@@ -459,6 +453,9 @@ mod tests {
             "REQ requires parameters"
         );
         assert!(parse_format("%RESPONSE_CODE").is_err());
-        assert!(parse_format("%START_TIME(%s)%").is_err());
+        assert_eq!(
+            parse_format("%START_TIME(%s.%3f)%").unwrap(),
+            vec![cmd(Operator::StartTime(Some("%s.%3f".into())))]
+        );
     }
 }

@@ -73,7 +73,8 @@ pub struct FormatCommand {
 /// The commands quickshake fills. Envoy's other commands parse to [`Operator::Unfilled`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Operator {
-    StartTime,
+    /// `START_TIME`, or `START_TIME(format)` (strftime with Envoy's `%s`, `%f`, `%Nf`).
+    StartTime(Option<String>),
     Protocol,
     ResponseCode,
     ResponseCodeDetails,

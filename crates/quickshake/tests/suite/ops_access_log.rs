@@ -17,7 +17,7 @@ use crate::support::{self, curl, eventually, free_port, Gateway};
 const TEXT_FORMAT: &str = "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL% \
 %RESPONSE_CODE% %RESPONSE_FLAGS% %BYTES_RECEIVED% %ROUTE_NAME% %UPSTREAM_CLUSTER% \
 %UPSTREAM_HOST% \"%REQ(:AUTHORITY)%\" \"%REQ(X-CUSTOM)%\" %RESPONSE_CODE_DETAILS% \
-%REQ(USER-AGENT):4% 100%% | [%START_TIME%] %DURATION% %DOWNSTREAM_REMOTE_ADDRESS%\n";
+%REQ(USER-AGENT):4% 100%% %START_TIME(%Y %Z %Ef)% | [%START_TIME%] %DURATION% %DOWNSTREAM_REMOTE_ADDRESS%\n";
 
 fn access_logs(dir: &Path) -> String {
     let d = dir.display();

@@ -11,7 +11,7 @@ use http::HeaderMap;
 use quickshake_config::{FormatCommand, FormatPart, JsonTemplate, LogFormat, Operator};
 use serde_json::Value;
 
-use crate::time::rfc3339;
+use crate::time::{rfc3339, strftime};
 
 /// What one finished request contributes to a log line.
 #[derive(Debug, Clone, Default)]
@@ -137,10 +137,11 @@ fn split_address(a: &str) -> Option<(&str, u64)> {
 fn value<'a>(c: &FormatCommand, r: &'a LogRecord) -> Val<'a> {
     use Operator as O;
     let v = match &c.operator {
-        O::StartTime => Val::Str(Cow::Owned(rfc3339(
+        O::StartTime(None) => Val::Str(Cow::Owned(rfc3339(
             i64::try_from(r.start.as_secs()).unwrap_or(i64::MAX),
             r.start.subsec_millis(),
         ))),
+        O::StartTime(Some(f)) => Val::Str(Cow::Owned(strftime(f, r.start))),
         O::Protocol => opt(Some(r.protocol.as_str())),
         O::ResponseCode => Val::Num(r.response_code.into()),
         O::ResponseCodeDetails => opt(r.response_code_details),
@@ -305,6 +306,7 @@ mod tests {
             text_line("[%UPSTREAM_HOST%] [%REQ(X-NOPE)%] %RESPONSE_FLAGS% %CONNECTION_TERMINATION_DETAILS%", false),
             "[-] [-] - -\n"
         );
+        assert_eq!(text_line("%START_TIME(%s.%3f)%", false), "1795377600.005\n");
         // omit_empty_values: absent prints nothing; the `-` of "no response flags" stays.
         assert_eq!(
             text_line("[%UPSTREAM_HOST%] [%REQ(X-NOPE)%] %RESPONSE_FLAGS%", true),
