@@ -2,26 +2,18 @@
 //! normalization, protocol options and access logs. Route configuration lives in `route`, HTTP
 //! filters in `http_filter`.
 
-use std::path::PathBuf;
-
+use crate::access_log::access_log;
 use crate::cluster::ClusterNames;
 use crate::config_source::config_source;
 use crate::duration::duration;
 use crate::http_filter::http_filters;
 use crate::model::{
-    AccessLog, AccessLogSink, CodecType, EscapedSlashesAction, HttpConnectionManager,
-    PathNormalization, RouteSource,
+    CodecType, EscapedSlashesAction, HttpConnectionManager, PathNormalization, RouteSource,
 };
 use crate::route::route_config;
 use crate::walk::{Node, Obj, Result};
 
 const HCM_TYPE: &str = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
-const FILE_LOG_TYPE: &str =
-    "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog";
-const STDOUT_LOG_TYPE: &str =
-    "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog";
-const STDERR_LOG_TYPE: &str =
-    "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StderrAccessLog";
 const DEFAULT_MAX_REQUEST_HEADERS_KB: u32 = 60;
 pub(crate) fn http_connection_manager(
     node: &Node<'_>,
@@ -215,104 +207,4 @@ fn path_normalization(o: &Obj<'_>) -> Result<PathNormalization> {
         merge_slashes: o.bool_or_false("merge_slashes")?,
         escaped_slashes,
     })
-}
-
-fn access_log(node: &Node<'_>) -> Result<AccessLog> {
-    let o = node.obj_with(&["name", "typed_config"], &["filter"])?;
-    let tc = o.req("typed_config")?;
-    let name = match o.get("name") {
-        Some(n) => Some((n.as_str()?, n)),
-        None => None,
-    };
-    // Pick the logger by name, or by the type URL when the name is absent.
-    let kind = match &name {
-        Some((n, _)) => *n,
-        None => {
-            let t = tc.type_url()?;
-            match t.rsplit('/').next().unwrap_or(t) {
-                "envoy.extensions.access_loggers.file.v3.FileAccessLog" => {
-                    "envoy.access_loggers.file"
-                }
-                "envoy.extensions.access_loggers.stream.v3.StdoutAccessLog" => {
-                    "envoy.access_loggers.stdout"
-                }
-                "envoy.extensions.access_loggers.stream.v3.StderrAccessLog" => {
-                    "envoy.access_loggers.stderr"
-                }
-                _ => t,
-            }
-        }
-    };
-    match kind {
-        "envoy.access_loggers.file" | "envoy.file_access_log" => {
-            let t = tc.typed(
-                FILE_LOG_TYPE,
-                &["path", "log_format", "format"],
-                &["json_format", "typed_json_format"],
-            )?;
-            let path = t.req("path")?.non_empty_str()?;
-            Ok(AccessLog {
-                sink: AccessLogSink::File(PathBuf::from(path)),
-                format: log_format(&t)?,
-            })
-        }
-        "envoy.access_loggers.stdout" | "envoy.access_loggers.stderr" => {
-            let (ty, sink) = if kind.ends_with("stdout") {
-                (STDOUT_LOG_TYPE, AccessLogSink::Stdout)
-            } else {
-                (STDERR_LOG_TYPE, AccessLogSink::Stderr)
-            };
-            let t = tc.typed(ty, &["log_format"], &[])?;
-            Ok(AccessLog {
-                sink,
-                format: log_format(&t)?,
-            })
-        }
-        other => {
-            let msg = format!(
-                "unknown access logger \"{other}\" (supported: envoy.access_loggers.file, \
-                 envoy.access_loggers.stdout, envoy.access_loggers.stderr)"
-            );
-            Err(match name {
-                Some((_, n)) => n.err(msg),
-                None => crate::ConfigError::invalid(tc.path.clone() + ".@type", msg),
-            })
-        }
-    }
-}
-
-/// `log_format` (a `SubstitutionFormatString`) or the legacy `format` string.
-fn log_format(t: &Obj<'_>) -> Result<Option<String>> {
-    let legacy = t
-        .get("format")
-        .map(|f| f.as_str().map(str::to_owned))
-        .transpose()?;
-    let Some(lf) = t.get("log_format") else {
-        return Ok(legacy);
-    };
-    if legacy.is_some() {
-        return Err(lf.err("cannot be combined with format"));
-    }
-    let lo = lf.obj_with(
-        &["text_format_source", "text_format"],
-        &[
-            "json_format",
-            "omit_empty_values",
-            "content_type",
-            "formatters",
-            "json_format_options",
-        ],
-    )?;
-    match (lo.get("text_format_source"), lo.get("text_format")) {
-        (Some(_), Some(_)) => Err(lf.err("only one of text_format_source, text_format may be set")),
-        (Some(src), None) => {
-            let so = src.obj_with(
-                &["inline_string"],
-                &["filename", "inline_bytes", "environment_variable"],
-            )?;
-            Ok(Some(so.req("inline_string")?.as_str()?.to_owned()))
-        }
-        (None, Some(text)) => Ok(Some(text.as_str()?.to_owned())),
-        (None, None) => Ok(None),
-    }
 }

@@ -7,12 +7,14 @@
 //! It also renders the admin `/config_dump` view with secrets redacted.
 //!
 //! It must not do I/O beyond reading the configuration file, the environment variables a
-//! `DataSource` names, and (on request, via [`read_data_source`]) data-source files; it does no
+//! `DataSource` names, access-log format files (`text_format_source.filename`, read at load as
+//! Envoy reads them), and (on request, via [`read_data_source`]) data-source files; it does no
 //! TLS and does not interpret certificates or keys — that is the TLS crate's job, which reads
 //! them with [`read_data_source`] so that their errors still carry the config path.
 
 #![forbid(unsafe_code)]
 
+mod access_log;
 mod address;
 mod bootstrap;
 mod certificate;
@@ -46,6 +48,7 @@ mod walk;
 
 use std::path::Path;
 
+pub use access_log::{parse_format, parse_json_format};
 pub use duration::parse_duration;
 pub use error::ConfigError;
 pub use merge::merge_json;

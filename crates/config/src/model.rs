@@ -9,11 +9,13 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod access_log;
 mod health;
 mod http;
 mod limits;
 mod route;
 mod xds;
+pub use access_log::*;
 pub use health::*;
 pub use http::*;
 pub use limits::*;

@@ -164,7 +164,7 @@ fn route(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Route> {
             "stat_prefix",
         ],
     )?;
-    o.opt_str("name")?;
+    let name = o.opt_str("name")?.unwrap_or_default().to_owned();
     let (matcher, case_sensitive, headers) = route_match(&o.req("match")?)?;
     let action = match o.present(&ACTIONS).as_slice() {
         ["direct_response"] => direct_response(&o.req("direct_response")?)?,
@@ -179,6 +179,7 @@ fn route(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Route> {
         }
     };
     Ok(Route {
+        name,
         matcher,
         case_sensitive,
         headers,

@@ -163,17 +163,13 @@ fn full_config_parses() {
         h.access_logs[0].sink,
         AccessLogSink::File("/tmp/access.log".into())
     );
-    assert_eq!(
-        h.access_logs[0].format.as_deref(),
-        Some("%START_TIME% %PROTOCOL%\n")
-    );
+    let text = |f: &str| LogFormat::Text(parse_format(f).unwrap());
+    assert_eq!(h.access_logs[0].format, text("%START_TIME% %PROTOCOL%\n"));
     assert_eq!(h.access_logs[1].sink, AccessLogSink::Stdout);
-    assert_eq!(h.access_logs[1].format, None);
+    assert_eq!(h.access_logs[1].format, text(DEFAULT_ACCESS_LOG_FORMAT));
     assert_eq!(h.access_logs[2].sink, AccessLogSink::Stderr);
-    assert_eq!(
-        h.access_logs[3].format.as_deref(),
-        Some("legacy %RESPONSE_CODE%\n")
-    );
+    assert_eq!(h.access_logs[3].format, text("legacy %RESPONSE_CODE%\n"));
+    assert_eq!(h.virtual_hosts()[0].routes[0].name, "health");
     let routes = &h.virtual_hosts()[0].routes;
     assert_eq!(routes[0].matcher, RouteMatch::Path("/healthz".into()));
     assert!(matches!(
@@ -465,4 +461,92 @@ fn ocsp_staple_and_policy() {
                 .as_str()
         )
     );
+}
+
+#[test]
+fn access_log_formats() {
+    const FILE: &str = "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog";
+    const AT: &str = "static_resources.listeners[0].filter_chains[0].filters[0].typed_config.access_log[0].typed_config";
+    let fmt = std::env::temp_dir().join(format!("qs-access-format-{}.txt", std::process::id()));
+    std::fs::write(&fmt, "%RESPONSE_CODE% %UPSTREAM_CLUSTER%\n").unwrap();
+    let with = |typed: Value| {
+        let mut v = fixture_json("seed.yaml");
+        let mut typed = typed;
+        typed["@type"] = json!(FILE);
+        typed["path"] = json!("/tmp/x.log");
+        seed_hcm(&mut v)["access_log"] = json!([{ "typed_config": typed }]);
+        v
+    };
+    let log = |typed: Value| {
+        parse_json(&with(typed)).unwrap().listeners[0].filter_chains[0]
+            .http()
+            .unwrap()
+            .access_logs[0]
+            .clone()
+    };
+    let l = log(
+        json!({"log_format": {"text_format_source": {"filename": fmt}, "omit_empty_values": true}}),
+    );
+    assert_eq!(
+        l.format,
+        LogFormat::Text(parse_format("%RESPONSE_CODE% %UPSTREAM_CLUSTER%\n").unwrap())
+    );
+    assert!(l.omit_empty_values);
+    let l =
+        log(json!({"log_format": {"text_format_source": {"inline_bytes": "JVBST1RPQ09MJQ=="}}}));
+    assert_eq!(
+        l.format,
+        LogFormat::Text(parse_format("%PROTOCOL%").unwrap())
+    );
+    let json_fmt = json!({"code": "%RESPONSE_CODE%", "nested": {"m": "%REQ(:METHOD)%", "n": 1}});
+    let l = log(
+        json!({"log_format": {"json_format": json_fmt, "content_type": "application/json",
+        "json_format_options": {"sort_properties": true}}}),
+    );
+    assert_eq!(
+        l.format,
+        LogFormat::Json(parse_json_format(&json_fmt).unwrap())
+    );
+    // The deprecated FileAccessLog fields Envoy 1.39.3 still accepts.
+    for legacy in ["json_format", "typed_json_format"] {
+        assert_eq!(log(json!({ legacy: json_fmt })).format, l.format);
+    }
+
+    let e = err(&with(
+        json!({"log_format": {"json_format": {"a": {"b": "%NOPE%"}}}}),
+    ));
+    assert_eq!(e.path(), Some(&*format!("{AT}.log_format.json_format.a.b")));
+    assert!(
+        e.to_string()
+            .contains("Not supported field in StreamInfo: NOPE"),
+        "{e}"
+    );
+    let e = err(&with(json!({"log_format": {"text_format": "a % b"}})));
+    assert!(
+        e.to_string()
+            .contains("Couldn't find valid command at position 2"),
+        "{e}"
+    );
+    let e = err(&with(
+        json!({"log_format": {"text_format_source": {"filename": "/nonexistent/f"}}}),
+    ));
+    assert_eq!(
+        e.path(),
+        Some(&*format!("{AT}.log_format.text_format_source.filename"))
+    );
+    let e = err(&with(
+        json!({"log_format": {"json_format": {}, "formatters": []}}),
+    ));
+    assert!(e.to_string().contains("not supported yet"), "{e}");
+    let e = err(&with(
+        json!({"log_format": {"json_format": {}, "text_format": "x"}}),
+    ));
+    assert!(e.to_string().contains("only one of"), "{e}");
+    let e = err(&with(json!({"format": "x", "json_format": {}})));
+    assert!(e.to_string().contains("only one of"), "{e}");
+    let e = err(&with(
+        json!({"log_format": {"json_format": "%RESPONSE_CODE%"}}),
+    ));
+    assert!(e.to_string().contains("expected a mapping"), "{e}");
+    let _ = std::fs::remove_file(&fmt);
 }

@@ -6,7 +6,7 @@
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode, Uri};
@@ -23,7 +23,6 @@ use crate::http_runtime::{ConnInfo, HttpRuntime};
 use crate::path_normalize::{normalize, Normalized};
 use crate::proxy::{forward, Forwarded};
 use crate::routing::{matched_prefix, select_route, select_virtual_host, RequestView};
-use crate::time::rfc3339_now;
 
 /// Serve one request: route it, answer (direct response, redirect, or forwarded to a cluster),
 /// count it and log it.
@@ -65,6 +64,8 @@ pub async fn handle_request(
     if let Some(r) = record.as_mut() {
         r.response_flags = fwd.response_flags;
         r.response_code_details = fwd.details;
+        r.upstream_cluster = fwd.upstream_cluster;
+        r.route_name = fwd.route_name;
     }
     let fwd = fwd.forwarded;
     resp.headers_mut()
@@ -84,10 +85,22 @@ pub async fn handle_request(
             .unwrap_or(0);
         r.duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
         if let Some(f) = fwd {
+            if f.upstream_host.is_some() && r.response_code_details.is_none() {
+                r.response_code_details = Some("via_upstream");
+            }
             r.upstream_host = f.upstream_host;
-            r.x_forwarded_for = f.x_forwarded_for.or(r.x_forwarded_for.take());
-            r.request_id = f.request_id.or(r.request_id.take());
+            r.upstream_local_address = f.upstream_local_address;
+            // The access log shows these as they were sent upstream.
+            for (name, value) in [
+                ("x-forwarded-for", f.x_forwarded_for),
+                ("x-request-id", f.request_id),
+            ] {
+                if let Some(v) = value.and_then(|v| HeaderValue::from_str(&v).ok()) {
+                    r.request_headers.insert(name, v);
+                }
+            }
         }
+        r.response_headers = resp.headers().clone();
         for l in &rt.loggers {
             l.log(r);
         }
@@ -105,6 +118,10 @@ struct Outcome {
     response_flags: Option<&'static str>,
     /// Envoy's `%RESPONSE_CODE_DETAILS%` where quickshake sets one.
     details: Option<&'static str>,
+    /// `%UPSTREAM_CLUSTER%`: the cluster the route names, when it exists.
+    upstream_cluster: Option<String>,
+    /// `%ROUTE_NAME%`: the matched route's name, when it has one.
+    route_name: Option<String>,
 }
 
 /// Path normalization, the HTTP filters before the router, then the route.
@@ -186,10 +203,14 @@ async fn route_request(
     }
     let method = req.method().clone();
     let compressor = choose_compressor(&rt.http_filters, &method, req.headers_mut());
-    let mut outcome = Outcome::default();
+    let mut outcome = Outcome {
+        route_name: route.map(|r| r.name.clone()).filter(|n| !n.is_empty()),
+        ..Outcome::default()
+    };
     let resp = match route.map(|r| (r, &r.action)) {
         Some((_, RouteAction::DirectResponse { status, body })) => {
             stats.rq_direct_response.inc();
+            outcome.details = Some("direct_response");
             direct(*status, body.clone())
         }
         Some((_, RouteAction::Redirect(r))) => {
@@ -198,6 +219,7 @@ async fn route_request(
         }
         Some((route, RouteAction::Route(target))) => match table.clusters.get(&target.cluster) {
             Some(cluster) => {
+                outcome.upstream_cluster = Some(target.cluster.clone());
                 let (resp, fwd) =
                     forward(req, target, matched_prefix(route), cluster, rt, conn).await;
                 outcome.forwarded = Some(fwd);
@@ -277,7 +299,9 @@ fn redirect<B>(r: &Redirect, req: &Request<B>, authority: &str, conn: &ConnInfo)
 
 fn log_record<B>(req: &Request<B>, authority: &str, protocol: &str, conn: &ConnInfo) -> LogRecord {
     LogRecord {
-        start_time: rfc3339_now(),
+        start: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default(),
         method: req.method().as_str().to_string(),
         path: req
             .uri()
@@ -288,9 +312,7 @@ fn log_record<B>(req: &Request<B>, authority: &str, protocol: &str, conn: &ConnI
         bytes_received: header_str(req, "content-length")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0),
-        user_agent: header_str(req, "user-agent"),
-        x_forwarded_for: header_str(req, "x-forwarded-for"),
-        request_id: header_str(req, "x-request-id"),
+        request_headers: req.headers().clone(),
         downstream_remote_address: conn.peer.clone(),
         downstream_local_address: conn.local.clone(),
         requested_server_name: conn.sni.clone(),

@@ -36,6 +36,8 @@ const HOP_BY_HOP: [&str; 8] = [
 #[derive(Default)]
 pub struct Forwarded {
     pub upstream_host: Option<String>,
+    /// The local address of the upstream connection.
+    pub upstream_local_address: Option<String>,
     /// `x-forwarded-for` and `x-request-id` as sent upstream (the access log shows these).
     pub x_forwarded_for: Option<String>,
     pub request_id: Option<String>,
@@ -64,6 +66,7 @@ pub async fn forward(
     };
     let mut fwd = Forwarded {
         upstream_host: None,
+        upstream_local_address: None,
         x_forwarded_for: header("x-forwarded-for"),
         request_id: header("x-request-id"),
     };
@@ -137,6 +140,10 @@ pub async fn forward(
                     .extensions()
                     .get::<quickshake_upstream::UpstreamHost>()
                     .map(|h| h.0.to_string());
+                fwd.upstream_local_address = resp
+                    .extensions()
+                    .get::<quickshake_upstream::UpstreamLocalAddress>()
+                    .map(|l| l.0.to_string());
                 return (finish(resp, started), fwd);
             }
             Err(e) => {

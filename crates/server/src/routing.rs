@@ -133,6 +133,7 @@ mod tests {
     }
     fn direct(m: RouteMatch, status: u16) -> Route {
         Route {
+            name: String::new(),
             matcher: m,
             case_sensitive: true,
             headers: Vec::new(),

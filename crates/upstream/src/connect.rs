@@ -64,7 +64,7 @@ impl Connector {
         host.health.cx_total.fetch_add(1, Ordering::Relaxed);
         let start = Instant::now();
         let attempt = self.dial(addr);
-        let io = match tokio::time::timeout(self.timeout, attempt).await {
+        let (io, local) = match tokio::time::timeout(self.timeout, attempt).await {
             Ok(Ok(io)) => io,
             Ok(Err(e)) => {
                 stats.cx_connect_fail.inc();
@@ -87,6 +87,7 @@ impl Connector {
         Ok(UpstreamStream {
             io,
             addr,
+            local,
             _guard: Some(CxGuard {
                 stats: stats.clone(),
                 host: host.clone(),
@@ -96,21 +97,23 @@ impl Connector {
     }
 
     /// TCP connect (and the TLS handshake for a TLS cluster), unbounded and uncounted: the
-    /// caller bounds it.
-    async fn dial(&self, addr: SocketAddr) -> Result<Io, UpstreamError> {
+    /// caller bounds it. Also the socket's local address.
+    async fn dial(&self, addr: SocketAddr) -> Result<(Io, Option<SocketAddr>), UpstreamError> {
         let tcp = TcpStream::connect(addr)
             .await
             .map_err(|source| UpstreamError::ConnectFailed { addr, source })?;
         tcp.set_nodelay(true)
             .map_err(|source| UpstreamError::ConnectFailed { addr, source })?;
-        Ok(match &self.tls {
+        let local = tcp.local_addr().ok();
+        let io = match &self.tls {
             Some(tls) => Io::Tls(Box::new(
                 tls.connect(tcp)
                     .await
                     .map_err(|e| UpstreamError::Tls(e.to_string()))?,
             )),
             None => Io::Tcp(tcp),
-        })
+        };
+        Ok((io, local))
     }
 
     /// A connection for an active health check: the cluster's TLS, but neither its circuit
@@ -119,9 +122,11 @@ impl Connector {
         &self,
         addr: SocketAddr,
     ) -> Result<UpstreamStream, UpstreamError> {
+        let (io, local) = self.dial(addr).await?;
         Ok(UpstreamStream {
-            io: self.dial(addr).await?,
+            io,
             addr,
+            local,
             _guard: None,
         })
     }
@@ -152,6 +157,8 @@ enum Io {
 pub struct UpstreamStream {
     io: Io,
     addr: SocketAddr,
+    /// The socket's local address.
+    local: Option<SocketAddr>,
     _guard: Option<CxGuard>,
 }
 
@@ -168,6 +175,11 @@ impl UpstreamStream {
     /// The upstream address connected to.
     pub fn peer_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The socket's local address (`None` if the OS would not say).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local
     }
 
     pub fn is_tls(&self) -> bool {

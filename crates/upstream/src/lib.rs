@@ -53,7 +53,7 @@ pub use connect::UpstreamStream;
 pub use error::{OverflowKind, UpstreamError};
 pub use health::HostStatus;
 pub use pool::RequestBody;
-pub use request::{UpstreamBody, UpstreamHost};
+pub use request::{UpstreamBody, UpstreamHost, UpstreamLocalAddress};
 pub use spec::{
     ClusterSpec, Discovery, HealthCheckKind, HealthCheckSpec, LbPolicy, Limits, OutlierSpec,
     Protocol, UpstreamTlsSpec,

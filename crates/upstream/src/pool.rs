@@ -39,22 +39,25 @@ struct WorkerPool {
     state: Mutex<(u64, HashMap<SocketAddr, Arc<Endpoint>>)>,
 }
 
+/// A connection's sender and the connection's local address (`%UPSTREAM_LOCAL_ADDRESS%`).
+pub(crate) type Pooled<S> = (S, Option<SocketAddr>);
+
 #[derive(Default)]
 pub(crate) struct Endpoint {
-    idle: Mutex<Vec<H1>>,
-    pub(crate) h2: tokio::sync::Mutex<Option<H2>>,
+    idle: Mutex<Vec<Pooled<H1>>>,
+    pub(crate) h2: tokio::sync::Mutex<Option<Pooled<H2>>>,
 }
 
 impl Endpoint {
-    pub(crate) fn pop_idle(&self) -> Option<H1> {
+    pub(crate) fn pop_idle(&self) -> Option<Pooled<H1>> {
         self.idle
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop()
     }
 
-    pub(crate) fn push_idle(&self, s: H1) {
-        if !s.is_closed() {
+    pub(crate) fn push_idle(&self, s: Pooled<H1>) {
+        if !s.0.is_closed() {
             self.idle
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)

@@ -24,7 +24,7 @@ use crate::breaker::Permit;
 use crate::connect::UpstreamStream;
 use crate::error::{OverflowKind, UpstreamError};
 use crate::hosts::Host;
-use crate::pool::{Endpoint, RequestBody, H1, H2};
+use crate::pool::{Endpoint, Pooled, RequestBody, H1, H2};
 use crate::shared::Shared;
 use crate::spec::Protocol;
 use crate::stats::ClusterStats;
@@ -33,6 +33,11 @@ use crate::stats::ClusterStats;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpstreamHost(pub std::net::SocketAddr);
 
+/// Response extension: the local address of the connection that carried the request (for the
+/// access log's `%UPSTREAM_LOCAL_ADDRESS%`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpstreamLocalAddress(pub std::net::SocketAddr);
+
 /// A request in flight: un-counted when dropped.
 struct RequestGuard {
     stats: ClusterStats,
@@ -40,7 +45,7 @@ struct RequestGuard {
     start: Instant,
     _permit: Permit,
     /// HTTP/1.1 connection to give back once the response is complete.
-    reuse: Option<(Arc<Endpoint>, H1)>,
+    reuse: Option<(Arc<Endpoint>, Pooled<H1>)>,
     dispatched: bool,
 }
 
@@ -132,10 +137,12 @@ pub(crate) async fn send(
     let addr = host.addr;
     let mut guard = RequestGuard::new(&sh.stats, host.clone(), permit);
     let ep = sh.pools.endpoint(&sh.hosts, addr);
+    let mut local = None;
     let resp = match sh.protocol {
         Protocol::Http1 => {
             let got = match send_on_idle(&ep, req, &mut guard).await? {
                 Reuse::Sent(resp, s) => {
+                    local = s.1;
                     guard.reuse = Some((ep.clone(), s));
                     Ok(resp)
                 }
@@ -144,7 +151,9 @@ pub(crate) async fn send(
             match got {
                 Ok(resp) => resp,
                 Err(req) => {
-                    let io = TokioIo::new(open_for_request(sh, &host).await?);
+                    let stream = open_for_request(sh, &host).await?;
+                    local = stream.local_addr();
+                    let io = TokioIo::new(stream);
                     let (mut s, conn) = http1::Builder::new()
                         .handshake(io)
                         .await
@@ -160,7 +169,7 @@ pub(crate) async fn send(
                         .send_request(req)
                         .await
                         .map_err(UpstreamError::from_hyper)?;
-                    guard.reuse = Some((ep.clone(), s));
+                    guard.reuse = Some((ep.clone(), (s, local)));
                     resp
                 }
             }
@@ -171,7 +180,8 @@ pub(crate) async fn send(
             // gets one fresh replacement if it never took the request.
             let mut fresh_tried = false;
             loop {
-                let mut s = h2_sender(sh, &ep, &host).await?;
+                let (mut s, l) = h2_sender(sh, &ep, &host).await?;
+                local = l;
                 let unsent = match s.ready().await {
                     Err(e) => (Some(req), e),
                     Ok(()) => {
@@ -200,11 +210,14 @@ pub(crate) async fn send(
     }
     let mut resp = resp.map(|inner| UpstreamBody::new(inner, guard));
     resp.extensions_mut().insert(UpstreamHost(addr));
+    if let Some(l) = local {
+        resp.extensions_mut().insert(UpstreamLocalAddress(l));
+    }
     Ok(resp)
 }
 
 enum Reuse {
-    Sent(Response<Incoming>, H1),
+    Sent(Response<Incoming>, Pooled<H1>),
     Unsent(Request<RequestBody>),
 }
 
@@ -216,13 +229,13 @@ async fn send_on_idle(
     mut req: Request<RequestBody>,
     guard: &mut RequestGuard,
 ) -> Result<Reuse, UpstreamError> {
-    while let Some(mut s) = ep.pop_idle() {
+    while let Some((mut s, local)) = ep.pop_idle() {
         if s.ready().await.is_err() {
             continue;
         }
         guard.dispatch();
         match s.try_send_request(req).await {
-            Ok(resp) => return Ok(Reuse::Sent(resp, s)),
+            Ok(resp) => return Ok(Reuse::Sent(resp, (s, local))),
             Err(mut e) => match e.take_message() {
                 Some(r) => req = r,
                 None => return Err(UpstreamError::from_hyper(e.into_error())),
@@ -232,13 +245,19 @@ async fn send_on_idle(
     Ok(Reuse::Unsent(req))
 }
 
-async fn h2_sender(sh: &Shared, ep: &Endpoint, host: &Arc<Host>) -> Result<H2, UpstreamError> {
+async fn h2_sender(
+    sh: &Shared,
+    ep: &Endpoint,
+    host: &Arc<Host>,
+) -> Result<Pooled<H2>, UpstreamError> {
     let mut slot = ep.h2.lock().await;
-    if let Some(s) = slot.as_ref().filter(|s| !s.is_closed()) {
+    if let Some(s) = slot.as_ref().filter(|s| !s.0.is_closed()) {
         return Ok(s.clone());
     }
     *slot = None;
-    let io = TokioIo::new(open_for_request(sh, host).await?);
+    let stream = open_for_request(sh, host).await?;
+    let local = stream.local_addr();
+    let io = TokioIo::new(stream);
     let (s, conn) = http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
         .handshake(io)
@@ -250,8 +269,8 @@ async fn h2_sender(sh: &Shared, ep: &Endpoint, host: &Arc<Host>) -> Result<H2, U
             tracing::debug!(error = %e, "upstream HTTP/2 connection ended");
         }
     });
-    *slot = Some(s.clone());
-    Ok(s)
+    *slot = Some((s.clone(), local));
+    Ok((s, local))
 }
 
 /// HTTP/2 needs `:scheme` and `:authority`: an origin-form URI gets the

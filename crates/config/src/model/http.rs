@@ -1,8 +1,8 @@
 //! The HTTP connection manager: codec, routes, HTTP filters, path normalization, access logs.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
+use super::access_log::AccessLog;
 use super::route::{HeaderMatcher, RouteSource, VirtualHost};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,21 +134,4 @@ impl CompressionLibrary {
             CompressionLibrary::Zstd { .. } => "zstd",
         }
     }
-}
-
-#[derive(Debug, Clone)]
-pub struct AccessLog {
-    pub sink: AccessLogSink,
-    /// `log_format.text_format_source.inline_string` / `text_format`; `None` = Envoy's default format.
-    pub format: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AccessLogSink {
-    /// `envoy.access_loggers.file` with `path`.
-    File(PathBuf),
-    /// `envoy.access_loggers.stdout`.
-    Stdout,
-    /// `envoy.access_loggers.stderr`.
-    Stderr,
 }

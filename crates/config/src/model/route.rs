@@ -94,6 +94,8 @@ pub struct VirtualHost {
 
 #[derive(Debug, Clone)]
 pub struct Route {
+    /// `name` (empty when not given): the access log's `%ROUTE_NAME%`.
+    pub name: String,
     /// `match.prefix` / `match.path`.
     pub matcher: RouteMatch,
     /// `match.case_sensitive` (default true): whether `prefix` / `path` compare case-sensitively.

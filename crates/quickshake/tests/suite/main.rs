@@ -22,6 +22,7 @@ mod gateway_robustness;
 mod gateway_tls;
 mod handshake_priority;
 mod http_features;
+mod ops_access_log;
 mod ops_admin;
 mod ops_health;
 mod provider_batching;

@@ -57,6 +57,12 @@ impl Envoy {
     /// Start on `bootstrap` (YAML) whose admin listens on 127.0.0.1:`admin`, one worker, and
     /// wait until `/ready` says LIVE (initial LDS/CDS fetched or timed out).
     pub fn start(bootstrap: &str, admin: u16) -> Envoy {
+        Self::start_with_args(bootstrap, admin, &[])
+    }
+
+    /// [`Envoy::start`] with extra command-line arguments (`--file-flush-interval-msec 50`:
+    /// access log files are otherwise flushed every 10 s).
+    pub fn start_with_args(bootstrap: &str, admin: u16, args: &[&str]) -> Envoy {
         let dir = tempfile::tempdir().expect("tempdir");
         let cfg = dir.path().join("bootstrap.yaml");
         std::fs::write(&cfg, bootstrap).expect("write bootstrap");
@@ -72,6 +78,7 @@ impl Envoy {
                 "--component-log-level",
                 "config:debug",
             ])
+            .args(args)
             .stdout(logf.try_clone().expect("clone log"))
             .stderr(logf)
             .spawn()
