@@ -51,15 +51,34 @@ fn fingerprint(parts: &[&Value]) -> u64 {
     h.finish()
 }
 
+/// A NACK's message, in the words Envoy's use.
+fn nack(kind: Kind, name: &str, e: &dyn std::fmt::Display) -> String {
+    format!("Error adding/updating {}(s) {name}: {e}", kind.noun())
+}
+
+/// A listener's secret from the control plane, parsed, and the resource it came from; `None`
+/// while it has not arrived (the listener warms).
+fn control_plane_secret<'r>(
+    resources: &'r Resources,
+    sds: &SdsSecretRef,
+) -> Result<Option<(&'r Value, SecretKind)>, String> {
+    let Some(s) = resources.get(&Kind::Secret).and_then(|m| m.get(&sds.name)) else {
+        return Ok(None);
+    };
+    let (_, kind) =
+        secret_resource(&s.json, "").map_err(|err| nack(Kind::Secret, &sds.name, &err))?;
+    Ok(Some((&s.json, kind)))
+}
+
 /// The NACK for a listener whose secret reference names a secret of another kind.
 fn wrong_secret(listener: &str, sds: &SdsSecretRef, got: &SecretKind, wanted: &str) -> String {
-    format!(
-        "Error adding/updating {}(s) {listener}: {}: secret '{}' holds {}, not {wanted}",
-        Kind::Listener.noun(),
+    let why = format!(
+        "{}: secret '{}' holds {}, not {wanted}",
         sds.path,
         sds.name,
         got.what()
-    )
+    );
+    nack(Kind::Listener, listener, &why)
 }
 
 fn each(resources: &Resources, kind: Kind) -> impl Iterator<Item = (&String, &crate::Entry)> {
@@ -70,9 +89,6 @@ fn each(resources: &Resources, kind: Kind) -> impl Iterator<Item = (&String, &cr
 /// Envoy's NACKs use ("Error adding/updating listener(s) web: ...").
 pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, String> {
     let mut out = Assembled::default();
-    let nack = |kind: Kind, name: &str, e: &dyn std::fmt::Display| {
-        format!("Error adding/updating {}(s) {name}: {e}", kind.noun())
-    };
 
     // Clusters first: routes and tcp proxies name them.
     let static_names: BTreeSet<&str> = boot.clusters.iter().map(|c| c.name.as_str()).collect();
@@ -169,36 +185,32 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
                     kept.push(sds);
                     continue;
                 }
-                let Some(s) = resources.get(&Kind::Secret).and_then(|m| m.get(&sds.name)) else {
+                let Some((json, kind)) = control_plane_secret(resources, &sds)? else {
                     out.warming
                         .push((name.clone(), format!("secret '{}'", sds.name)));
                     continue 'listeners;
                 };
-                let (_, kind) = secret_resource(&s.json, "")
-                    .map_err(|err| nack(Kind::Secret, &sds.name, &err))?;
                 let SecretKind::TlsCertificate(mut cert) = kind else {
                     return Err(wrong_secret(name, &sds, &kind, "a tls_certificate"));
                 };
                 cert.path = format!("{} (secret '{}')", sds.path, sds.name);
                 tls.certificates.push(*cert);
-                parts.push(&s.json);
+                parts.push(json);
             }
             tls.sds_certificates = kept;
             // Session ticket keys from the control plane replace the reference; a rotated key set
             // changes the listener's fingerprint, so its TLS contexts are rebuilt in place.
             if let Some(sds) = tls.session_ticket_keys_sds.take_if(|r| r.file().is_none()) {
-                let Some(s) = resources.get(&Kind::Secret).and_then(|m| m.get(&sds.name)) else {
+                let Some((json, kind)) = control_plane_secret(resources, &sds)? else {
                     out.warming
                         .push((name.clone(), format!("secret '{}'", sds.name)));
                     continue 'listeners;
                 };
-                let (_, kind) = secret_resource(&s.json, "")
-                    .map_err(|err| nack(Kind::Secret, &sds.name, &err))?;
                 let SecretKind::SessionTicketKeys(keys) = kind else {
                     return Err(wrong_secret(name, &sds, &kind, "session_ticket_keys"));
                 };
                 tls.session_ticket_keys = keys;
-                parts.push(&s.json);
+                parts.push(json);
             }
         }
         let routes = fingerprint(&route_parts) ^ clusters_print.rotate_left(1);
