@@ -28,6 +28,7 @@ mod header_mutation;
 mod health;
 mod http;
 mod http_filter;
+mod lb_policy;
 mod limits;
 mod listener;
 mod matcher;
