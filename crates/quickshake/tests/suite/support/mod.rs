@@ -128,11 +128,22 @@ pub fn testdata(rel: &str) -> PathBuf {
 }
 
 /// A port nothing listens on right now.
+/// A port nothing listens on now, never handed out before in this test process: the kernel may
+/// give the same ephemeral port to two binds in a row once the first is closed, and a gateway
+/// started on two equal ports (listener and admin) refuses its config.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral port")
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("bind an ephemeral port");
+        let mut given = GIVEN.lock().unwrap_or_else(PoisonError::into_inner);
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 pub fn binary() -> &'static str {
