@@ -15,6 +15,16 @@ fn git(args: &[&str]) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
+/// `cargo:rerun-if-changed` for a git file, when it exists (a missing one would rerun every build).
+fn watch(git_path: &str) {
+    if let Some(path) = git(&["rev-parse", "--git-path", git_path]) {
+        let path = PathBuf::from(path);
+        if path.exists() {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+    }
+}
+
 fn main() {
     println!("cargo:rerun-if-env-changed=QUICKSHAKE_GIT_REV");
     let from_env = std::env::var("QUICKSHAKE_GIT_REV")
@@ -24,15 +34,10 @@ fn main() {
         Some(rev) => rev.trim().to_string(),
         None => {
             // Rebuild when HEAD moves: HEAD itself, the branch it points at, and packed refs.
-            for p in ["HEAD", "packed-refs"] {
-                if let Some(path) = git(&["rev-parse", "--git-path", p]) {
-                    println!("cargo:rerun-if-changed={}", PathBuf::from(path).display());
-                }
-            }
+            watch("HEAD");
+            watch("packed-refs");
             if let Some(r) = git(&["symbolic-ref", "-q", "HEAD"]) {
-                if let Some(path) = git(&["rev-parse", "--git-path", &r]) {
-                    println!("cargo:rerun-if-changed={}", PathBuf::from(path).display());
-                }
+                watch(&r);
             }
             git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into())
         }
