@@ -7,7 +7,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(
     name = "quickshake",
-    version,
+    // `quickshake 0.1.0 (git 1a2b3c4d5e6f)`: the revision from build.rs.
+    version = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("QUICKSHAKE_GIT_REV"), ")"),
     about = "A TLS-terminating gateway that makes new TLS connections cheap"
 )]
 pub struct Cli {
