@@ -74,27 +74,25 @@ pub fn secret_resource(v: &Value, path: &str) -> Result<(String, SecretKind)> {
         node.obj_with(&allowed[1..], &unsupported)?
     };
     let name = so.req("name")?.non_empty_str()?.to_owned();
-    let held: Vec<Node<'_>> = [
+    let kinds = [
         "tls_certificate",
         "validation_context",
         "session_ticket_keys",
-    ]
-    .iter()
-    .filter_map(|k| so.get(k))
-    .collect();
-    let kind = match held.as_slice() {
-        [one] if one.path.ends_with("tls_certificate") => {
-            SecretKind::TlsCertificate(Box::new(tls_certificate(one)?))
+    ];
+    let kind = match so.present(&kinds).as_slice() {
+        ["tls_certificate"] => {
+            SecretKind::TlsCertificate(Box::new(tls_certificate(&so.req("tls_certificate")?)?))
         }
-        [one] if one.path.ends_with("validation_context") => {
-            SecretKind::ValidationContext(validation_context_ca(one)?)
+        ["validation_context"] => {
+            SecretKind::ValidationContext(validation_context_ca(&so.req("validation_context")?)?)
         }
-        [one] => SecretKind::SessionTicketKeys(session_ticket_keys(one)?),
+        // The third kind, session_ticket_keys.
+        [keys] => SecretKind::SessionTicketKeys(session_ticket_keys(&so.req(keys)?)?),
         [] => {
             return Err(node.err("needs tls_certificate, validation_context or session_ticket_keys"))
         }
         [_, second, ..] => {
-            return Err(second.err(
+            return Err(so.req(second)?.err(
                 "only one of tls_certificate, validation_context and session_ticket_keys may \
                  be set",
             ))

@@ -56,20 +56,20 @@ pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
     };
 
     // Envoy's oneof `session_ticket_keys_type`: keys inline, keys from SDS, or tickets off.
-    let ticket_fields: Vec<Node<'_>> = [
-        "session_ticket_keys",
-        "session_ticket_keys_sds_secret_config",
-        "disable_stateless_session_resumption",
-    ]
-    .iter()
-    .filter_map(|k| o.get(k))
-    .filter(|n| n.v.as_bool() != Some(false))
-    .collect();
+    let ticket_fields: Vec<&str> = o
+        .present(&[
+            "session_ticket_keys",
+            "session_ticket_keys_sds_secret_config",
+            "disable_stateless_session_resumption",
+        ])
+        .into_iter()
+        .filter(|k| o.get(k).is_some_and(|n| n.v.as_bool() != Some(false)))
+        .collect();
     if let [first, second, ..] = ticket_fields.as_slice() {
-        return Err(second.err(format!(
+        return Err(o.req(second)?.err(format!(
             "cannot be combined with {} (one of session_ticket_keys, \
              session_ticket_keys_sds_secret_config, disable_stateless_session_resumption)",
-            first.path
+            o.req(first)?.path
         )));
     }
     let session_ticket_keys = match o.get("session_ticket_keys") {
