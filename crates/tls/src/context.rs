@@ -7,6 +7,8 @@
 //! The same callback does OCSP stapling (`ocsp.rs`): a certificate whose staple the policy would
 //! fail the handshake on is passed over for one that can serve, as Envoy's selector does.
 
+use std::sync::Arc;
+
 use boring::pkey::{PKey, Private};
 use boring::ssl::{
     AlpnError, ClientHello, ExtensionType, SelectCertError, Ssl, SslContext, SslContextBuilder,
@@ -26,6 +28,7 @@ use crate::certs::{
 use crate::error::TlsError;
 use crate::ocsp::{unix_now, CertOcsp, OcspDetails, OcspStats, StapleAction};
 use crate::session_id::{pem_certificates, session_context_id, SessionContextId};
+use crate::tickets::{configured_ticket_keys, TicketKeys};
 
 /// Envoy's default downstream cipher list for TLS 1.2 (TLS 1.3 suites are not configurable).
 pub const DEFAULT_CIPHERS: &str = "[ECDHE-ECDSA-AES128-GCM-SHA256|ECDHE-ECDSA-CHACHA20-POLY1305]:\
@@ -80,13 +83,24 @@ pub fn build_chain_tls(
     stat_scope: &str,
     ocsp_stats: &OcspStats,
 ) -> Result<ChainTls, TlsError> {
+    // Ticket keys are read once for the chain (files, SDS file) and shared by its contexts.
+    let keys = if tls.disable_stateless_session_resumption {
+        None
+    } else {
+        configured_ticket_keys(tls)?
+    };
+    let tickets = keys.as_ref();
     let mut built = Vec::with_capacity(tls.certificates.len());
     for cert in &tls.certificates {
-        built.push(build_cert_context(tls, cert, providers, stat_scope)?);
+        built.push(build_cert_context(
+            tls, cert, tickets, providers, stat_scope,
+        )?);
     }
     for sds in &tls.sds_certificates {
         let cert = quickshake_config::load_sds_tls_certificate(sds)?;
-        built.push(build_cert_context(tls, &cert, providers, stat_scope)?);
+        built.push(build_cert_context(
+            tls, &cert, tickets, providers, stat_scope,
+        )?);
     }
     if built.is_empty() {
         return Err(TlsError::Invalid {
@@ -164,6 +178,7 @@ fn chain_session_id(
 fn build_cert_context(
     tls: &DownstreamTls,
     cert: &TlsCertificate,
+    tickets: Option<&Arc<TicketKeys>>,
     providers: &Providers,
     stat_scope: &str,
 ) -> Result<BuiltCert, TlsError> {
@@ -178,7 +193,7 @@ fn build_cert_context(
     let public = chain.leaf.public_key().map_err(ssl_err)?;
     let ocsp = CertOcsp::load(cert, &chain.leaf, tls.ocsp_staple_policy)?;
     let mut b = SslContextBuilder::new(SslMethod::tls()).map_err(ssl_err)?;
-    configure_common(&mut b, tls)?;
+    configure_common(&mut b, tls, tickets)?;
     b.set_certificate(&chain.leaf).map_err(ssl_err)?;
     for extra in chain.intermediates {
         b.add_extra_chain_cert(extra).map_err(ssl_err)?;
@@ -236,8 +251,13 @@ fn plain_key(
     load_key(ds, &format!("{}.private_key", cert.path), public)
 }
 
-/// Settings shared by every certificate's context of a chain.
-fn configure_common(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Result<(), TlsError> {
+/// Settings shared by every certificate's context of a chain; `tickets` are the chain's session
+/// ticket keys.
+fn configure_common(
+    b: &mut SslContextBuilder,
+    tls: &DownstreamTls,
+    tickets: Option<&Arc<TicketKeys>>,
+) -> Result<(), TlsError> {
     let field = |name: &str| format!("{}.common_tls_context.{name}", tls.path);
     let bad = |name: &str, e: boring::error::ErrorStack| TlsError::Invalid {
         field: field(name),
@@ -269,7 +289,7 @@ fn configure_common(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Result<()
     b.set_curves_list(&curves)
         .map_err(|e| bad("tls_params.ecdh_curves", e))?;
     configure_alpn(b, &tls.alpn_protocols);
-    configure_resumption(b, tls)?;
+    configure_resumption(b, tls, tickets);
     configure_client_auth(b, tls)?;
     Ok(())
 }
@@ -295,7 +315,11 @@ fn configure_alpn(b: &mut SslContextBuilder, protocols: &[String]) {
 
 /// Session cache and tickets. The session ID context is set once every certificate of the
 /// chain is loaded ([`chain_session_id`]).
-fn configure_resumption(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Result<(), TlsError> {
+fn configure_resumption(
+    b: &mut SslContextBuilder,
+    tls: &DownstreamTls,
+    tickets: Option<&Arc<TicketKeys>>,
+) {
     if tls.disable_stateful_session_resumption {
         b.set_session_cache_mode(SslSessionCacheMode::OFF);
     } else {
@@ -306,10 +330,9 @@ fn configure_resumption(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Resul
     }
     if tls.disable_stateless_session_resumption {
         b.set_options(SslOptions::NO_TICKET);
-    } else {
-        crate::tickets::install_ticket_keys(b, tls)?;
+    } else if let Some(keys) = tickets {
+        crate::tickets::install_ticket_keys(b, keys);
     }
-    Ok(())
 }
 
 fn configure_client_auth(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Result<(), TlsError> {

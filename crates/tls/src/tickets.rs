@@ -170,12 +170,12 @@ pub(crate) fn set_session_timeout(b: &mut SslContextBuilder, timeout: std::time:
     }
 }
 
-/// Install the configured keys (inline, from files, or from an SDS secret file) on one
-/// certificate's context. No keys configured: BoringSSL's own rotating keys are kept.
-pub(crate) fn install_ticket_keys(
-    b: &mut SslContextBuilder,
+/// The configured keys (inline, from files, or from an SDS secret file), read once per chain:
+/// every certificate's context of the chain shares them. `None`: no keys configured, BoringSSL's
+/// own rotating keys are kept.
+pub(crate) fn configured_ticket_keys(
     tls: &DownstreamTls,
-) -> Result<(), TlsError> {
+) -> Result<Option<Arc<TicketKeys>>, TlsError> {
     let (sources, field) = match &tls.session_ticket_keys_sds {
         Some(sds) if tls.session_ticket_keys.is_empty() => (
             quickshake_config::load_sds_session_ticket_keys(sds)?,
@@ -190,9 +190,14 @@ pub(crate) fn install_ticket_keys(
         ),
     };
     if sources.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
-    let keys = Arc::new(TicketKeys::load(&sources, &field)?);
+    Ok(Some(Arc::new(TicketKeys::load(&sources, &field)?)))
+}
+
+/// Install `keys` on one certificate's context.
+pub(crate) fn install_ticket_keys(b: &mut SslContextBuilder, keys: &Arc<TicketKeys>) {
+    let keys = Arc::clone(keys);
     let callback = move |ssl: &SslRef,
                          name: &mut [u8; 16],
                          iv: &mut [u8; 16],
@@ -210,7 +215,6 @@ pub(crate) fn install_ticket_keys(
     // `SSL_CTX_set_tlsext_ticket_key_cb` requires; it returns an error rather than leave one
     // half-initialised.
     unsafe { b.set_ticket_key_callback(callback) };
-    Ok(())
 }
 
 fn encrypt_ticket(
