@@ -8,56 +8,31 @@ use serde_json::{json, Value};
 use crate::support::envoy::Envoy;
 use crate::support::{self, curl, free_port, render, Gateway};
 
-const BOOTSTRAP: &str = r#"
+/// The bootstrap both run: two plaintext listeners answering 200, a static runtime layer.
+fn bootstrap() -> String {
+    let listener = |name: &str, port: &str| {
+        format!(
+            "  - name: {name}\n    address: {{ socket_address: {{ address: 127.0.0.1, port_value: {port} }} }}\n    filter_chains:\n    - filters:\n{}",
+            support::direct_response_hcm("ops", "{ status: 200 }", "")
+        )
+    };
+    format!(
+        r#"
 layered_runtime:
   layers:
   - name: static
     static_layer:
-      overload: { global_downstream_max_connections: 5000 }
+      overload: {{ global_downstream_max_connections: 5000 }}
       re2.max_program_size.error_level: 1000
 static_resources:
   listeners:
-  - name: one
-    address: { socket_address: { address: 127.0.0.1, port_value: {{PORT}} } }
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ops
-          route_config:
-            virtual_hosts:
-            - name: all
-              domains: ["*"]
-              routes:
-              - match: { prefix: / }
-                direct_response: { status: 200 }
-          http_filters:
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-  - name: two
-    address: { socket_address: { address: 127.0.0.1, port_value: {{PORT2}} } }
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ops
-          route_config:
-            virtual_hosts:
-            - name: all
-              domains: ["*"]
-              routes:
-              - match: { prefix: / }
-                direct_response: { status: 200 }
-          http_filters:
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-admin:
-  address: { socket_address: { address: 127.0.0.1, port_value: {{ADMIN}} } }
-"#;
+{}{}admin:
+  address: {{ socket_address: {{ address: 127.0.0.1, port_value: {{{{ADMIN}}}} }} }}
+"#,
+        listener("one", "{{PORT}}"),
+        listener("two", "{{PORT2}}")
+    )
+}
 
 /// One admin request through curl (Envoy answers chunked): status and body.
 fn call(admin: u16, method: &str, path: &str) -> (u16, String) {
@@ -80,10 +55,10 @@ fn loggers(body: &str) -> Vec<(String, String)> {
 #[test]
 fn listeners_logging_runtime_match_envoy() {
     let _lock = support::shared();
-    let gw = Gateway::start(BOOTSTRAP, &["--concurrency", "1"]);
+    let gw = Gateway::start(&bootstrap(), &["--concurrency", "1"]);
     let dir = tempfile::tempdir().expect("tempdir");
     let (port, port2, admin) = (free_port(), free_port(), free_port());
-    let envoy = Envoy::start(&render(BOOTSTRAP, port, port2, admin, dir.path()), admin);
+    let envoy = Envoy::start(&render(&bootstrap(), port, port2, admin, dir.path()), admin);
     let sides = [
         ("quickshake", gw.admin, gw.port, gw.port2),
         ("envoy", envoy.admin, port, port2),

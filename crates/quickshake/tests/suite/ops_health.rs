@@ -313,6 +313,16 @@ const HEALTH_CHECK: &str = r#"    health_checks:
       healthy_threshold: 1
       http_health_check: { path: /healthz }"#;
 
+/// `/clusters` has the same lines on both (counter values aside, as `clusters_text` reads it).
+fn assert_same_clusters_text(qs: &Proxy, envoy: &Proxy) {
+    let (t_qs, t_envoy) = (qs.clusters_text(), envoy.clusters_text());
+    assert_eq!(
+        t_qs.symmetric_difference(&t_envoy).collect::<Vec<_>>(),
+        Vec::<&String>::new(),
+        "/clusters text differs from Envoy's"
+    );
+}
+
 #[test]
 fn failing_health_check_gets_no_traffic_until_it_passes() {
     let _lock = shared();
@@ -327,12 +337,7 @@ fn failing_health_check_gets_no_traffic_until_it_passes() {
     }
     // /clusters: same lines (counter values aside) and the same JSON shape as Envoy's.
     let (qs, envoy) = (&proxies[0], &proxies[1]);
-    let (t_qs, t_envoy) = (qs.clusters_text(), envoy.clusters_text());
-    assert_eq!(
-        t_qs.symmetric_difference(&t_envoy).collect::<Vec<_>>(),
-        Vec::<&String>::new(),
-        "/clusters text differs from Envoy's"
-    );
+    assert_same_clusters_text(qs, envoy);
     assert_eq!(
         qs.clusters_json(),
         envoy.clusters_json(),
@@ -431,12 +436,7 @@ fn upstream_answering_5xx_is_ejected_and_returns() {
     }
     // Same /clusters lines (outlier lines included) and the same outlier_detection stats.
     let (qs, envoy) = (&proxies[0], &proxies[1]);
-    let (t_qs, t_envoy) = (qs.clusters_text(), envoy.clusters_text());
-    assert_eq!(
-        t_qs.symmetric_difference(&t_envoy).collect::<Vec<_>>(),
-        Vec::<&String>::new(),
-        "/clusters text differs from Envoy's"
-    );
+    assert_same_clusters_text(qs, envoy);
     assert_eq!(
         qs.stats_under("cluster.hc.outlier_detection."),
         envoy.stats_under("cluster.hc.outlier_detection."),

@@ -40,6 +40,11 @@ fn bootstrap(listener_filters: &str, network_filters: &str, certificates: &str) 
     } else {
         listener_filters.to_owned()
     };
+    let hcm = direct_response_hcm(
+        "ingress_http",
+        r#"{ status: 200, body: { inline_string: "hello" } }"#,
+        "",
+    );
     format!(
         r#"
 static_resources:
@@ -56,22 +61,7 @@ static_resources:
             tls_certificates:
 {certificates}
       filters:{network_filters}
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ingress_http
-          route_config:
-            virtual_hosts:
-            - name: all
-              domains: ["*"]
-              routes:
-              - match: {{ prefix: / }}
-                direct_response: {{ status: 200, body: {{ inline_string: "hello" }} }}
-          http_filters:
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-admin:
+{hcm}admin:
   address: {{ socket_address: {{ address: 127.0.0.1, port_value: {{{{ADMIN}}}} }} }}
 "#
     )

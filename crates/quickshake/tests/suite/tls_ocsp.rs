@@ -17,7 +17,9 @@ use std::process::Command;
 use crate::support;
 use crate::support::envoy::{self, Envoy};
 use crate::support::ocsp_pki::{pki, respond};
-use crate::support::{cert, eventually, free_port, s_client, start_expect_failure, Gateway};
+use crate::support::{
+    cert, direct_response_hcm, eventually, free_port, s_client, start_expect_failure, Gateway,
+};
 
 /// A `tls_certificates` entry: a certificate of the PKI (or `rsa` for the repository's RSA
 /// one) and an optional staple file of the PKI.
@@ -75,6 +77,11 @@ fn sds_cert(staple: &str) -> String {
 /// One TLS listener with a direct response; `context` is its `common_tls_context`
 /// ([`inline_certs`], [`sds_cert`]).
 fn listener(name: &str, port: u16, policy: &str, context: &str) -> String {
+    let hcm = direct_response_hcm(
+        "ingress_http",
+        "{ status: 200, body: { inline_string: ok } }",
+        "",
+    );
     format!(
         r#"  - name: {name}
     address: {{ socket_address: {{ address: 127.0.0.1, port_value: {port} }} }}
@@ -86,22 +93,7 @@ fn listener(name: &str, port: u16, policy: &str, context: &str) -> String {
           ocsp_staple_policy: {policy}
           common_tls_context:
 {context}      filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ingress_http
-          route_config:
-            virtual_hosts:
-            - name: all
-              domains: ["*"]
-              routes:
-              - match: {{ prefix: / }}
-                direct_response: {{ status: 200, body: {{ inline_string: ok }} }}
-          http_filters:
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-"#
+{hcm}"#
     )
 }
 

@@ -532,9 +532,39 @@ pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     panic!("timed out waiting for: {what}");
 }
 
+/// A filter chain's HTTP connection manager entry (`      - name: ...`, under `filters:`) that
+/// answers every request with `direct_response` (e.g. `{ status: 200 }`) and routes nothing;
+/// `hcm_extra` is more connection manager fields, indented ten spaces, or "".
+pub fn direct_response_hcm(stat_prefix: &str, direct_response: &str, hcm_extra: &str) -> String {
+    format!(
+        r#"      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: {stat_prefix}
+{hcm_extra}
+          route_config:
+            virtual_hosts:
+            - name: all
+              domains: ["*"]
+              routes:
+              - match: {{ prefix: / }}
+                direct_response: {direct_response}
+          http_filters:
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+"#
+    )
+}
+
 /// A minimal config: one TLS listener with a direct response, admin on `{{ADMIN}}`.
 /// `tls_certificates` and extra `DownstreamTlsContext` fields go in through `tls_extra`.
 pub fn direct_response_config(certificates: &str, tls_extra: &str, hcm_extra: &str) -> String {
+    let hcm = direct_response_hcm(
+        "ingress_http",
+        r#"{ status: 200, body: { inline_string: "hello from quickshake" } }"#,
+        hcm_extra,
+    );
     format!(
         r#"
 static_resources:
@@ -552,23 +582,7 @@ static_resources:
 {certificates}
 {tls_extra}
       filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ingress_http
-{hcm_extra}
-          route_config:
-            virtual_hosts:
-            - name: all
-              domains: ["*"]
-              routes:
-              - match: {{ prefix: / }}
-                direct_response: {{ status: 200, body: {{ inline_string: "hello from quickshake" }} }}
-          http_filters:
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-admin:
+{hcm}admin:
   address: {{ socket_address: {{ address: 127.0.0.1, port_value: {{{{ADMIN}}}} }} }}
 "#
     )
