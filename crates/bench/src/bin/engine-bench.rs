@@ -4,9 +4,10 @@
 //! multi-buffer backend next to BoringSSL's `BN_mod_mul_montgomery`; RSA-2048 signatures/s for
 //! batches of 8 through each backend (and crypto_mb where it runs) next to BoringSSL signing
 //! one at a time, in alternating rounds; the small-batch crossover of each engine; and one
-//! closing line per backend: `rsa2048 backend=<name> ratio=<x>` (its best round's signatures/s
-//! over BoringSSL's best round in this run; the per-round ratios' median and range are printed
-//! in the table above it).
+//! closing line per backend: `rsa2048 backend=<name> ratio=<x> best=<y> rounds=<r>` (`ratio`:
+//! the median over the rounds of the per-round ratio of its signatures/s to BoringSSL's in the
+//! same round; `best`: its best round over BoringSSL's best round). Every rate inside a round is
+//! the median of single-call times, so a neighbour's burst on a shared machine moves neither.
 //!
 //! `unsafe` is needed for two BoringSSL calls `boring` does not wrap (Montgomery context and
 //! multiplication), each marked `// SAFETY:`.
@@ -107,15 +108,15 @@ fn main() {
     println!();
     for (i, (name, _)) in engines.iter().enumerate() {
         println!(
-            "rsa2048 backend={name} ratio={:.2}",
+            "rsa2048 backend={name} ratio={:.2} best={:.2} rounds={ROUNDS}",
+            median(&ratios[i]),
             max(&rates[i]) / boring
         );
     }
 }
 
-/// Rounds of the RSA comparison. The closing ratio divides each side's best round (the one
-/// least disturbed by neighbours on a shared machine; SIMD code suffers more from them than
-/// scalar code does); the median of the per-round ratios is printed beside it.
+/// Rounds of the RSA comparison (at least 7: the closing ratio is the median of the per-round
+/// ratios, each taken within one round so frequency and neighbour noise hit both sides of it).
 const ROUNDS: usize = 7;
 
 fn median(v: &[f64]) -> f64 {
@@ -158,16 +159,19 @@ fn inputs(keys: &[std::sync::Arc<ProviderKey>]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Run `f` repeatedly for about `window`; seconds per call.
+/// Run `f` repeatedly for about `window`; the median seconds per call. Calls are timed one by
+/// one and the median taken, so the bursts of a neighbour's work on a shared machine (which
+/// multiply single calls several times over) do not move the figure as a mean would.
 fn time_per_call(window: Duration, mut f: impl FnMut()) -> f64 {
     f();
     let start = Instant::now();
-    let mut calls = 0u64;
-    while start.elapsed() < window {
+    let mut times = Vec::new();
+    while start.elapsed() < window || times.len() < 3 {
+        let t = Instant::now();
         f();
-        calls += 1;
+        times.push(t.elapsed().as_secs_f64());
     }
-    start.elapsed().as_secs_f64() / calls as f64
+    median(&times)
 }
 
 fn boring_signs_per_sec(
