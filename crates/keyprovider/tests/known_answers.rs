@@ -17,12 +17,21 @@
 //!   (the provider rejects them before any engine runs).
 //! * PSS (random salt, so no byte-for-byte answer): signatures over Wycheproof's keys are checked
 //!   by BoringSSL's verifier.
+//!
+//! NIST CAVS SigGen15 (FIPS 186-2, `testdata/nist/SigGen15_186-2.txt`, from the PyPI package
+//! `cryptography_vectors`): the 2048/3072/4096-bit keys' SHA-1/256/384/512 vectors, byte for
+//! byte, in the same batch shapes, mixed with the Wycheproof lanes. The file gives `n`, `e`, `d`
+//! only; the primes are recovered from them (the usual randomised square-root-of-one search,
+//! here with fixed bases, so deterministic) and the key built through BoringSSL. NIST's
+//! SigGenPSS vectors use a salt the encoder does not take (ours draws a fresh one, as TLS
+//! requires), so PSS is covered by verification only.
 
 use std::sync::Arc;
 
+use boring::bn::{BigNum, BigNumContext};
 use boring::hash::MessageDigest;
 use boring::pkey::PKey;
-use boring::rsa::Padding;
+use boring::rsa::{Padding, Rsa};
 use boring::sign::{RsaPssSaltlen, Verifier};
 use quickshake_keyprovider::engine::{Engine, LaneError, RsaLane};
 use quickshake_keyprovider::padding::{pkcs1_v15, pss, Digest};
@@ -140,6 +149,131 @@ fn decrypt_cases() -> Vec<Case> {
     cases
 }
 
+/// `p` and `q` from `n`, `e`, `d`: `e d - 1 = 2^s t` with `t` odd; for a base `g`, the sequence
+/// `g^t, g^2t, ...` reaches 1 mod n, and the step before it is a square root of one; when that
+/// root is not `+-1`, `gcd(root - 1, n)` is a prime factor.
+fn factor(n: &BigNum, e: &BigNum, d: &BigNum) -> (BigNum, BigNum) {
+    let mut ctx = BigNumContext::new().expect("ctx");
+    let one = BigNum::from_u32(1).expect("bn");
+    let mut n_minus_1 = BigNum::new().expect("bn");
+    n_minus_1.checked_sub(n, &one).expect("sub");
+    let mut k = BigNum::new().expect("bn");
+    k.checked_mul(e, d, &mut ctx).expect("mul");
+    let mut t = BigNum::new().expect("bn");
+    t.checked_sub(&k, &one).expect("sub");
+    let mut s = 0;
+    while !t.is_bit_set(0) {
+        let mut half = BigNum::new().expect("bn");
+        half.rshift1(&t).expect("shift");
+        t = half;
+        s += 1;
+    }
+    for g in [2u32, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37] {
+        let g = BigNum::from_u32(g).expect("bn");
+        let mut x = BigNum::new().expect("bn");
+        x.mod_exp(&g, &t, n, &mut ctx).expect("mod_exp");
+        for _ in 0..s {
+            let mut y = BigNum::new().expect("bn");
+            y.mod_sqr(&x, n, &mut ctx).expect("mod_sqr");
+            if y == one && x != one && x != n_minus_1 {
+                let mut x1 = BigNum::new().expect("bn");
+                x1.checked_sub(&x, &one).expect("sub");
+                let mut p = BigNum::new().expect("bn");
+                p.gcd(&x1, n, &mut ctx).expect("gcd");
+                let mut q = BigNum::new().expect("bn");
+                q.checked_div(n, &p, &mut ctx).expect("div");
+                return (p, q);
+            }
+            x = y;
+        }
+    }
+    panic!("no factor found");
+}
+
+/// The full CRT key from `n`, `e`, `d`, as the provider loads it.
+fn key_from_ned(n: &BigNum, e: &BigNum, d: &BigNum) -> Arc<ProviderKey> {
+    let mut ctx = BigNumContext::new().expect("ctx");
+    let (p, q) = factor(n, e, d);
+    let one = BigNum::from_u32(1).expect("bn");
+    let crt_exp = |prime: &BigNum, ctx: &mut BigNumContext| {
+        let mut pm1 = BigNum::new().expect("bn");
+        pm1.checked_sub(prime, &one).expect("sub");
+        let mut r = BigNum::new().expect("bn");
+        r.checked_rem(d, &pm1, ctx).expect("rem");
+        r
+    };
+    let dp = crt_exp(&p, &mut ctx);
+    let dq = crt_exp(&q, &mut ctx);
+    let mut qinv = BigNum::new().expect("bn");
+    qinv.mod_inverse(&q, &p, &mut ctx).expect("qinv");
+    let copy = |b: &BigNum| BigNum::from_slice(&b.to_vec()).expect("bn");
+    let rsa = Rsa::from_private_components(copy(n), copy(e), copy(d), p, q, dp, dq, qinv)
+        .expect("RSA key");
+    assert!(
+        rsa.check_key().expect("check"),
+        "recovered key is inconsistent"
+    );
+    ProviderKey::from_pkey(PKey::from_rsa(rsa).expect("pkey")).expect("provider key")
+}
+
+/// `testdata/nist/SigGen15_186-2.txt`: `[mod = ..]`, `n`, `e`, `d`, then `SHAAlg`, `Msg`, `S`.
+fn nist_cases() -> Vec<Case> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/nist/SigGen15_186-2.txt");
+    let text = std::fs::read_to_string(&path).expect("committed NIST vectors");
+    let hex = |v: &str| -> Vec<u8> {
+        (0..v.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&v[i..i + 2], 16).expect("hex"))
+            .collect()
+    };
+    let mut cases = Vec::new();
+    let (mut n, mut e) = (None, None);
+    let mut key: Option<Arc<ProviderKey>> = None;
+    let (mut alg, mut msg) = (None, None);
+    for (i, line) in text.lines().enumerate() {
+        let Some((name, value)) = line.split_once(" = ") else {
+            continue;
+        };
+        let value = value.trim();
+        match name {
+            "n" => n = Some(BigNum::from_hex_str(value).expect("n")),
+            "e" => e = Some(BigNum::from_hex_str(value).expect("e")),
+            "d" => {
+                let d = BigNum::from_hex_str(value).expect("d");
+                key = Some(key_from_ned(
+                    n.as_ref().expect("n before d"),
+                    e.as_ref().expect("e before d"),
+                    &d,
+                ));
+            }
+            "SHAAlg" => {
+                alg = Some(match value {
+                    "SHA1" => Digest::Sha1,
+                    "SHA256" => Digest::Sha256,
+                    "SHA384" => Digest::Sha384,
+                    "SHA512" => Digest::Sha512,
+                    other => panic!("unexpected {other}"),
+                })
+            }
+            "Msg" => msg = Some(hex(value)),
+            "S" => {
+                let key = key.clone().expect("key before S");
+                let d = alg.expect("SHAAlg before S");
+                let m = msg.take().expect("Msg before S");
+                cases.push(Case {
+                    name: format!("NIST SigGen15 line {} (RSA-{})", i + 1, key.rsa_len() * 8),
+                    input: pkcs1_v15(d, &m, key.rsa_len()).expect("PKCS#1 v1.5 encoding"),
+                    expected: hex(value),
+                    key,
+                });
+            }
+            _ => {}
+        }
+    }
+    cases
+}
+
 /// Runs `cases` through `engine` in consecutive batches of `shape` lanes; returns how many
 /// lanes the engine computed (sizes it does not claim come back `Unsupported`).
 fn run(engine: &dyn Engine, cases: &[&Case], shape: usize) -> usize {
@@ -199,23 +333,28 @@ fn gcd(a: usize, b: usize) -> usize {
 }
 
 #[test]
-fn wycheproof_pkcs1_sign_and_decrypt_byte_for_byte_on_every_engine() {
+fn wycheproof_and_nist_pkcs1_byte_for_byte_on_every_engine() {
     let sig = sig_gen_cases();
     let dec = decrypt_cases();
+    let nist = nist_cases();
     eprintln!(
-        "{} signature-generation and {} decryption vectors",
+        "Wycheproof: {} signature-generation and {} decryption vectors; NIST SigGen15: {}",
         sig.len(),
-        dec.len()
+        dec.len(),
+        nist.len()
     );
-    assert!(sig.len() >= 50 && dec.len() >= 150, "vectors missing");
-    let cases = mixed(&[&sig, &dec]);
+    assert!(
+        sig.len() >= 50 && dec.len() >= 150 && nist.len() == 120,
+        "vectors missing"
+    );
+    let cases = mixed(&[&sig, &dec, &nist]);
     for engine in engines() {
         let name = engine.capabilities().name.clone();
         for shape in [1, 3, 8] {
             let n = run(engine.as_ref(), &cases, shape);
             assert!(n > 0, "{name}: no lane computed");
             eprintln!(
-                "{name}: {n} of {} Wycheproof lanes byte for byte in batches of {shape}",
+                "{name}: {n} of {} known-answer lanes byte for byte in batches of {shape}",
                 cases.len()
             );
         }
