@@ -120,11 +120,16 @@ fn rect4(t: &mut [__m512i], x: [__m512i; 4], y: &[__m512i]) {
     }
 }
 
-/// `t = a * b` as column sums of 52-bit halves (not normalised).
+/// `t += a * b` as column sums of 52-bit halves (not normalised); the caller
+/// passes `t` zeroed (the columns are written in place, not returned: no copy
+/// of the 2 N columns).
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-fn mul_wide<const N: usize, const N2: usize>(a: &[__m512i; N], b: &[__m512i; N]) -> [__m512i; N2] {
-    let mut t = [_mm512_setzero_si512(); N2];
+fn mul_wide<const N: usize, const N2: usize>(
+    a: &[__m512i; N],
+    b: &[__m512i; N],
+    t: &mut [__m512i; N2],
+) {
     let q = N / 4 * 4;
     for i in (0..q).step_by(4) {
         rect4(&mut t[i..], [a[i], a[i + 1], a[i + 2], a[i + 3]], b);
@@ -135,15 +140,13 @@ fn mul_wide<const N: usize, const N2: usize>(a: &[__m512i; N], b: &[__m512i; N])
             t[i + j + 1] = hi(t[i + j + 1], a[i], b[j]);
         }
     }
-    t
 }
 
 /// `t = a^2` as column sums (not normalised): cross products once, doubled,
-/// plus the diagonal.
+/// plus the diagonal; the caller passes `t` zeroed.
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-fn sqr_wide<const N: usize, const N2: usize>(a: &[__m512i; N]) -> [__m512i; N2] {
-    let mut t = [_mm512_setzero_si512(); N2];
+fn sqr_wide<const N: usize, const N2: usize>(a: &[__m512i; N], t: &mut [__m512i; N2]) {
     let q = N / 4 * 4;
     for i in (0..q).step_by(4) {
         for k in 0..4 {
@@ -171,16 +174,19 @@ fn sqr_wide<const N: usize, const N2: usize>(a: &[__m512i; N]) -> [__m512i; N2] 
         t[2 * i] = lo(t[2 * i], a[i], a[i]);
         t[2 * i + 1] = hi(t[2 * i + 1], a[i], a[i]);
     }
-    t
 }
 
-/// Montgomery reduction of the column sums `t` (value `< 4 m^2`): returns
-/// `t / R mod m`, normalised, `< 2 m`. Four rows at a time: the quotient
+/// Montgomery reduction of the column sums `t` (value `< 4 m^2`): writes
+/// `t / R mod m`, normalised, `< 2 m`, to `r`. Four rows at a time: the quotient
 /// digits are found sequentially from the low columns, then `m_k * n` is
 /// added as one rank-4 update and the low carries propagated.
 #[target_feature(enable = "avx512f,avx512ifma")]
 #[inline]
-fn redc<const N: usize, const N2: usize>(t: &mut [__m512i; N2], ctx: &IfmaCtx<N>) -> [__m512i; N] {
+fn redc<const N: usize, const N2: usize>(
+    t: &mut [__m512i; N2],
+    ctx: &IfmaCtx<N>,
+    r: &mut [__m512i; N],
+) {
     let n = &ctx.n;
     let k0 = ctx.k0;
     let zero = _mm512_setzero_si512();
@@ -219,42 +225,42 @@ fn redc<const N: usize, const N2: usize>(t: &mut [__m512i; N2], ctx: &IfmaCtx<N>
         }
     }
     let mask = _mm512_set1_epi64(MASK as i64);
-    let mut r = [zero; N];
     let mut carry = zero;
     for k in 0..N {
         let v = add(t[N + k], carry);
         r[k] = _mm512_and_si512(v, mask);
         carry = shr52(v);
     }
-    r
 }
 
+/// `x = x * b / R mod m` (`b = None`: `x = x^2 / R mod m`), the result written
+/// straight into `x` (the product is complete before `redc` writes).
 #[target_feature(enable = "avx512f,avx512ifma")]
-fn mont_mul<const N: usize, const N2: usize>(
+fn mont_assign<const N: usize, const N2: usize>(
     ctx: &IfmaCtx<N>,
-    a: &[__m512i; N],
-    b: &[__m512i; N],
-) -> [__m512i; N] {
-    let mut t = mul_wide::<N, N2>(a, b);
-    redc::<N, N2>(&mut t, ctx)
+    x: &mut [__m512i; N],
+    b: Option<&[__m512i; N]>,
+) {
+    let mut t = [_mm512_setzero_si512(); N2];
+    match b {
+        Some(b) => mul_wide::<N, N2>(x, b, &mut t),
+        None => sqr_wide::<N, N2>(x, &mut t),
+    }
+    redc::<N, N2>(&mut t, ctx, x);
 }
 
+/// Lane `l` of `r` = lane `l` of `table[idx_l]`, scanning the whole table:
+/// `r` starts as entry 0 and every later entry is moved in under its lane mask
+/// (each `idx_l < table.len()`, so exactly one entry matches per lane).
 #[target_feature(enable = "avx512f,avx512ifma")]
-fn mont_sqr<const N: usize, const N2: usize>(ctx: &IfmaCtx<N>, a: &[__m512i; N]) -> [__m512i; N] {
-    let mut t = sqr_wide::<N, N2>(a);
-    redc::<N, N2>(&mut t, ctx)
-}
-
-#[target_feature(enable = "avx512f,avx512ifma")]
-fn select<const N: usize>(table: &[[__m512i; N]], idx: __m512i) -> [__m512i; N] {
-    let mut r = [_mm512_setzero_si512(); N];
-    for (k, e) in table.iter().enumerate() {
+fn select<const N: usize>(table: &[[__m512i; N]], idx: __m512i, r: &mut [__m512i; N]) {
+    *r = table[0];
+    for (k, e) in table.iter().enumerate().skip(1) {
         let mask = _mm512_cmpeq_epi64_mask(idx, _mm512_set1_epi64(k as i64));
         for l in 0..N {
             r[l] = _mm512_mask_mov_epi64(r[l], mask, e[l]);
         }
     }
-    r
 }
 
 impl<const N: usize, const N2: usize> LaneEngine for IfmaEngine<N, N2> {
@@ -291,20 +297,38 @@ impl<const N: usize, const N2: usize> LaneEngine for IfmaEngine<N, N2> {
     }
 
     fn mul(&self, ctx: &IfmaCtx<N>, a: &[__m512i; N], b: &[__m512i; N]) -> [__m512i; N] {
-        // SAFETY: `self` holds an `IfmaToken`, proof that the CPU has
-        // AVX-512F and AVX-512 IFMA.
-        unsafe { mont_mul::<N, N2>(ctx, a, b) }
+        let mut x = *a;
+        self.mul_assign(ctx, &mut x, b);
+        x
     }
 
     fn sqr(&self, ctx: &IfmaCtx<N>, a: &[__m512i; N]) -> [__m512i; N] {
+        let mut x = *a;
+        self.sqr_assign(ctx, &mut x);
+        x
+    }
+
+    fn mul_assign(&self, ctx: &IfmaCtx<N>, x: &mut [__m512i; N], b: &[__m512i; N]) {
+        // SAFETY: `self` holds an `IfmaToken`, proof that the CPU has
+        // AVX-512F and AVX-512 IFMA.
+        unsafe { mont_assign::<N, N2>(ctx, x, Some(b)) }
+    }
+
+    fn sqr_assign(&self, ctx: &IfmaCtx<N>, x: &mut [__m512i; N]) {
         // SAFETY: `self` holds an `IfmaToken` (AVX-512F + IFMA present).
-        unsafe { mont_sqr::<N, N2>(ctx, a) }
+        unsafe { mont_assign::<N, N2>(ctx, x, None) }
     }
 
     fn select(&self, table: &[[__m512i; N]], idx: &[u64]) -> [__m512i; N] {
+        let mut r = table[0];
+        self.select_packed(table, idx, &mut r);
+        r
+    }
+
+    fn select_packed(&self, table: &[[__m512i; N]], idx: &[u64], out: &mut [__m512i; N]) {
         let idx = to_vec(core::array::from_fn(|l| idx[l]));
         // SAFETY: `self` holds an `IfmaToken` (AVX-512F + IFMA present).
-        unsafe { select::<N>(table, idx) }
+        unsafe { select::<N>(table, idx, out) }
     }
 
     fn wipe(&self, x: &mut [__m512i; N]) {
