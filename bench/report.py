@@ -507,7 +507,12 @@ def engines_section(R, out, results_path):
         out.append("\n### Engine micro-benchmark (`bench/engine`)\n")
         out.append("One core, all engines in one run: ns per 1024-bit Montgomery multiplication per lane, "
                    "RSA-2048 private operations per second for batches of 8 next to BoringSSL one at a time, "
-                   "the measured small-batch crossover, and each backend's ratio over BoringSSL.\n")
+                   "the measured small-batch crossover, and each backend's ratio over BoringSSL. Each rate "
+                   "inside a round is the median of single calls (a neighbour's burst on a shared machine "
+                   "moves a mean, not a median); 7 rounds alternate BoringSSL and every engine, and the "
+                   "closing `ratio=` is the median of the per-round ratios (`best=`: best round over best "
+                   "round). How the engines got there and what was tried: "
+                   "[bench/engine-notes.md](../bench/engine-notes.md).\n")
         out.append("```")
         with open(engine_txt) as f:
             out.append(f.read().rstrip())
