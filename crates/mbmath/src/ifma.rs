@@ -7,7 +7,10 @@
 //! column `i + j` and its high half to column `i + j + 1`; columns collect at
 //! most `4 N` terms below `2^52` (`< 2^60`) before the single normalisation per
 //! multiplication. Squaring computes cross products once, doubles the
-//! columns, then adds the diagonal.
+//! columns, then adds the diagonal. Products, reductions and table selection
+//! write into their destination (the exponentiation's accumulator, the
+//! caller's column buffer): no 2.5 KB column array or result is returned by
+//! value and copied.
 
 use core::arch::x86_64::*;
 

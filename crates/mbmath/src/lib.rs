@@ -77,6 +77,11 @@
 //!   dudect-style timing test instead (`tests/dudect.rs`, `--ignored`,
 //!   Welch's t printed, not asserted).
 //!
+//! Correctness against answers from outside (Wycheproof PKCS#1 v1.5 signing
+//! and decryption, NIST SigGen15) on every backend and batch shape:
+//! `quickshake-keyprovider`'s `tests/known_answers.rs`, through the engines
+//! the provider runs.
+//!
 //! # Layout
 //!
 //! Module dependencies point one way (`scripts/check-module-cycles`); this
