@@ -103,6 +103,7 @@ pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
         disable_stateless_session_resumption,
         disable_stateful_session_resumption,
         ocsp_staple_policy,
+        quic: false,
     })
 }
 
