@@ -4,7 +4,7 @@
 
 use crate::duration::duration;
 use crate::model::{CodecType, DownstreamTls, FilterChain, NetworkFilter, QuicOptions};
-use crate::tls::downstream_tls_context;
+use crate::tls::embedded_downstream_tls_context;
 use crate::walk::{Node, Result};
 use crate::ConfigError;
 
@@ -125,7 +125,7 @@ pub(crate) fn quic_transport(node: &Node<'_>) -> Result<DownstreamTls> {
             return Err(e.unsupported(Some("0-RTT (early data) on QUIC listeners")));
         }
     }
-    let mut tls = downstream_tls_context(&o.req("downstream_tls_context")?)?;
+    let mut tls = embedded_downstream_tls_context(&o.req("downstream_tls_context")?)?;
     if tls.require_client_certificate || tls.trusted_ca.is_some() {
         return Err(ConfigError::unsupported(
             format!("{}.common_tls_context.validation_context", tls.path),

@@ -10,7 +10,6 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode, Uri};
-use hyper::body::Incoming;
 use quickshake_config::{HeaderMutations, Redirect, RouteAction};
 
 use crate::access_log::LogRecord;
@@ -24,11 +23,24 @@ use crate::path_normalize::{normalize, Normalized};
 use crate::proxy::{forward, Forwarded};
 use crate::routing::{matched_prefix, select_route, select_virtual_host, RequestView};
 
+/// A request body as the codecs deliver it: hyper's `Incoming` (HTTP/1.1, HTTP/2) or the
+/// HTTP/3 stream's body (`quic::h3`). Every request, whatever its protocol, goes through
+/// [`handle_request`].
+pub trait RequestBody:
+    hyper::body::Body<Data = Bytes, Error = hyper::Error> + Send + Sync + Unpin + 'static
+{
+}
+
+impl<B> RequestBody for B where
+    B: hyper::body::Body<Data = Bytes, Error = hyper::Error> + Send + Sync + Unpin + 'static
+{
+}
+
 /// Serve one request: route it, answer (direct response, redirect, or forwarded to a cluster),
 /// count it and log it.
 /// `draining`: the server is draining (the health-check filter answers 503).
-pub async fn handle_request(
-    req: Request<Incoming>,
+pub async fn handle_request<B: RequestBody>(
+    req: Request<B>,
     rt: Arc<HttpRuntime>,
     conn: Arc<ConnInfo>,
     draining: bool,
@@ -39,6 +51,10 @@ pub async fn handle_request(
     let stats = &rt.stats;
     stats.downstream_rq_total.inc();
     let protocol = match req.version() {
+        http::Version::HTTP_3 => {
+            stats.downstream_rq_http3_total.inc();
+            "HTTP/3"
+        }
         http::Version::HTTP_2 => {
             stats.downstream_rq_http2_total.inc();
             "HTTP/2"
@@ -125,8 +141,8 @@ struct Outcome {
 }
 
 /// Path normalization, the HTTP filters before the router, then the route.
-async fn route_request(
-    mut req: Request<Incoming>,
+async fn route_request<B: RequestBody>(
+    mut req: Request<B>,
     rt: &Arc<HttpRuntime>,
     conn: &Arc<ConnInfo>,
     authority: &str,

@@ -17,8 +17,10 @@
 //! Certificate rotation needs nothing here: the callback asks the listener for the chain on
 //! every handshake, so new chains serve new connections at once.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::Waker;
+use std::time::Duration;
 
 use boring::ssl::{NameType, SelectCertError, SslContextBuilder, SslMethod, SslRef};
 use quickshake_config::QuicOptions;
@@ -96,6 +98,81 @@ pub fn set_waker(ssl: &mut SslRef, waker: &Waker) {
 /// Envoy's `ssl.connection_error`.
 pub fn record_failure(stats: &HandshakeStats) {
     stats.connection_error.inc();
+}
+
+/// Stateless retry tokens (RFC 9000 section 8.1.2): a Retry packet carries one, the client
+/// echoes it in its next Initial, and the server knows the address is the client's without
+/// keeping any state. A token is `issued (u64 ms, big-endian) | odcid | HMAC-SHA256` over
+/// the issue time, the client's address and the original destination connection ID, under a
+/// key made at random when the listener starts (shared by its workers; a restart invalidates
+/// outstanding tokens, which only costs those clients one more Retry).
+pub struct RetryTokens {
+    key: [u8; 32],
+    lifetime: Duration,
+}
+
+impl Drop for RetryTokens {
+    fn drop(&mut self) {
+        crate::tickets::cleanse(&mut self.key);
+    }
+}
+
+const TAG_LEN: usize = 16;
+
+impl RetryTokens {
+    /// Tokens valid for `lifetime` under a fresh random key.
+    pub fn new(lifetime: Duration) -> Result<Self, TlsError> {
+        let ssl = |e: boring::error::ErrorStack| TlsError::Ssl {
+            field: "udp_listener_config (retry token key)".into(),
+            source: e,
+        };
+        let mut key = [0u8; 32];
+        boring::rand::rand_bytes(&mut key).map_err(ssl)?;
+        Ok(RetryTokens { key, lifetime })
+    }
+
+    fn tag(&self, issued: &[u8], peer: &SocketAddr, odcid: &[u8]) -> Option<Vec<u8>> {
+        let mut data = Vec::with_capacity(8 + 48 + odcid.len());
+        data.extend_from_slice(issued);
+        data.extend_from_slice(peer.to_string().as_bytes());
+        data.push(0);
+        data.extend_from_slice(odcid);
+        let mac = boring::hash::hmac_sha256(&self.key, &data).ok()?;
+        Some(mac[..TAG_LEN].to_vec())
+    }
+
+    /// A token for a client at `peer` whose first Initial went to `odcid`.
+    pub fn mint(&self, peer: &SocketAddr, odcid: &[u8]) -> Option<Vec<u8>> {
+        let issued = now_ms().to_be_bytes();
+        let tag = self.tag(&issued, peer, odcid)?;
+        let mut token = Vec::with_capacity(8 + odcid.len() + TAG_LEN);
+        token.extend_from_slice(&issued);
+        token.extend_from_slice(odcid);
+        token.extend_from_slice(&tag);
+        Some(token)
+    }
+
+    /// The original destination connection ID a valid, unexpired token from `peer` carries.
+    pub fn validate(&self, peer: &SocketAddr, token: &[u8]) -> Option<Vec<u8>> {
+        if token.len() < 8 + TAG_LEN {
+            return None;
+        }
+        let (issued, rest) = token.split_at(8);
+        let (odcid, tag) = rest.split_at(rest.len() - TAG_LEN);
+        let expected = self.tag(issued, peer, odcid)?;
+        if !boring::memcmp::eq(&expected, tag) {
+            return None;
+        }
+        let at = u64::from_be_bytes(issued.try_into().ok()?);
+        let age = now_ms().checked_sub(at)?;
+        (u128::from(age) <= self.lifetime.as_millis()).then(|| odcid.to_vec())
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

@@ -153,3 +153,21 @@ async fn a_quiche_handshake_completes_with_an_asynchronous_key_answered_later() 
     assert!(wakes > 0, "the handshake waited for the key operation");
     assert_eq!(server.application_proto(), b"h3");
 }
+
+#[test]
+fn retry_tokens_bind_the_address_and_expire() {
+    let tokens = super::RetryTokens::new(Duration::from_secs(10)).unwrap();
+    let peer: SocketAddr = "192.0.2.1:4433".parse().unwrap();
+    let other: SocketAddr = "192.0.2.2:4433".parse().unwrap();
+    let t = tokens.mint(&peer, b"original-dcid").unwrap();
+    assert_eq!(tokens.validate(&peer, &t).as_deref(), Some(&b"original-dcid"[..]));
+    assert_eq!(tokens.validate(&other, &t), None);
+    let mut forged = t.clone();
+    forged[9] ^= 1;
+    assert_eq!(tokens.validate(&peer, &forged), None);
+    assert_eq!(tokens.validate(&peer, &t[..10]), None);
+    let expired = super::RetryTokens::new(Duration::ZERO).unwrap();
+    let t = expired.mint(&peer, b"x").unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(expired.validate(&peer, &t), None);
+}
