@@ -13,7 +13,7 @@ use http::{header, HeaderValue, Request, Response, StatusCode, Uri};
 use quickshake_config::{HeaderMutations, Redirect, RouteAction};
 
 use crate::access_log::LogRecord;
-use crate::body::{error_response, full, Body};
+use crate::body::{error_response, full, Body, RequestBody};
 use crate::filters::{
     choose_compressor, compress, health_check, health_check_response, HealthCheck,
 };
@@ -22,19 +22,6 @@ use crate::http_runtime::{ConnInfo, HttpRuntime};
 use crate::path_normalize::{normalize, Normalized};
 use crate::proxy::{forward, Forwarded};
 use crate::routing::{matched_prefix, select_route, select_virtual_host, RequestView};
-
-/// A request body as the codecs deliver it: hyper's `Incoming` (HTTP/1.1, HTTP/2) or the
-/// HTTP/3 stream's body (`quic::h3`). Every request, whatever its protocol, goes through
-/// [`handle_request`].
-pub trait RequestBody:
-    hyper::body::Body<Data = Bytes, Error = hyper::Error> + Send + Sync + Unpin + 'static
-{
-}
-
-impl<B> RequestBody for B where
-    B: hyper::body::Body<Data = Bytes, Error = hyper::Error> + Send + Sync + Unpin + 'static
-{
-}
 
 /// Serve one request: route it, answer (direct response, redirect, or forwarded to a cluster),
 /// count it and log it.

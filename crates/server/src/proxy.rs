@@ -13,8 +13,7 @@ use http_body_util::BodyExt;
 use quickshake_config::{RetryPolicy, RouteTarget};
 use quickshake_upstream::{Cluster, UpstreamBody, UpstreamError};
 
-use crate::body::{error_response, Body};
-use crate::http::RequestBody;
+use crate::body::{error_response, Body, RequestBody};
 use crate::http_runtime::{ConnInfo, HttpRuntime};
 
 /// Largest request body buffered so a request can be retried; larger ones go once.

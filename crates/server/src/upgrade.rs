@@ -13,7 +13,7 @@ use crate::body::{error_response, full, Body};
 
 pub async fn forward_upgrade(
     mut parts: Parts,
-    _body: impl crate::http::RequestBody,
+    _body: impl crate::body::RequestBody,
     cluster: &Cluster,
 ) -> Response<Body> {
     let Some(downstream) = parts.extensions.remove::<OnUpgrade>() else {

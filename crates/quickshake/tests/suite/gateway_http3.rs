@@ -13,7 +13,8 @@ use crate::support::{self, free_port, render, Gateway};
 /// Envoy's HTTP/3 example, as users write it: a TCP listener advertising HTTP/3 with
 /// `response_headers_to_add` (alt-svc), and a UDP listener on the same port with
 /// `quic_options`, the QUIC transport socket and an HTTP3 connection manager; `/echo` goes to
-/// the `upstream` cluster, the rest is a direct response. `@CERT@` is the QUIC chain's
+/// the `upstream` cluster, the rest is a direct response; a second QUIC filter chain serves SNI
+/// `other.example` with its own certificate. `@CERT@` is the default QUIC chain's
 /// `tls_certificates` entry, `@QUIC@` extra `quic_options` fields.
 const CONFIG: &str = r#"
 static_resources:
@@ -55,6 +56,33 @@ static_resources:
 @QUIC@
       downstream_socket_config: { prefer_gro: true }
     filter_chains:
+    - filter_chain_match: { server_names: [other.example] }
+      transport_socket:
+        name: envoy.transport_sockets.quic
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.transport_sockets.quic.v3.QuicDownstreamTransport
+          downstream_tls_context:
+            common_tls_context:
+              tls_certificates:
+              - certificate_chain: { filename: {{CERTS}}/other.cert.pem }
+                private_key: { filename: {{CERTS}}/other.key.pem }
+      filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          codec_type: HTTP3
+          stat_prefix: ingress_h3_other
+          route_config:
+            virtual_hosts:
+            - name: all
+              domains: ["*"]
+              routes:
+              - match: { prefix: / }
+                direct_response: { status: 200, body: { inline_string: "hello other over h3" } }
+          http_filters:
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
     - transport_socket:
         name: envoy.transport_sockets.quic
         typed_config:
@@ -136,9 +164,18 @@ fn h3client(args: &[&str]) -> serde_json::Value {
 }
 
 fn requests(port: u16, reqs: &serde_json::Value, extra: &[&str]) -> serde_json::Value {
+    requests_sni(port, "localhost", reqs, extra)
+}
+
+fn requests_sni(
+    port: u16,
+    sni: &str,
+    reqs: &serde_json::Value,
+    extra: &[&str],
+) -> serde_json::Value {
     let port = port.to_string();
     let reqs = reqs.to_string();
-    let mut args = vec!["requests", "127.0.0.1", &port, "localhost", &reqs];
+    let mut args = vec!["requests", "127.0.0.1", &port, sni, &reqs];
     args.extend_from_slice(extra);
     h3client(&args)
 }
@@ -189,6 +226,18 @@ fn get_post_streams_and_proxying_over_http3_with_an_inline_key() {
         std::fs::read_to_string(gw.dir.path().join("h3-access.log"))
             .is_ok_and(|l| l.contains("HTTP/3 POST 200") && l.lines().count() == 22)
     });
+    // SNI chooses the filter chain, as on TCP.
+    let out = requests_sni(
+        gw.port,
+        "other.example",
+        &serde_json::json!([{"path": "/"}]),
+        &[],
+    );
+    assert_eq!(out["results"][0]["body"], "hello other over h3", "{out}");
+    assert_eq!(
+        gw.counter("http.ingress_h3_other.downstream_cx_http3_total"),
+        1
+    );
     // The TCP listener on the same port advertises HTTP/3.
     let r = fetch(&["--http1.1", "-k"], &gw.url("/"));
     assert_eq!(r.status, 200, "{r:?}");
@@ -304,4 +353,41 @@ fn envoy_serves_the_same_http3_config() {
         r.header("alt-svc"),
         Some(format!("h3=\":{port}\"; ma=86400").as_str())
     );
+}
+
+#[test]
+fn sigterm_drains_http3_with_goaway_then_connection_close() {
+    let _lock = support::shared();
+    let upstream = Upstream::http(HttpOpts::delay(std::time::Duration::from_millis(800)));
+    let mut gw = Gateway::start(
+        &config(&inline_cert(), "", upstream.port),
+        &["--drain-time-s", "5"],
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let _ = envoy_binary();
+    let client = Command::new(root.join("../../.venv/bin/python"))
+        .arg(root.join("tests/suite/h3client.py"))
+        .args(["requests", "127.0.0.1", &gw.port.to_string(), "localhost"])
+        .arg(serde_json::json!([{"method": "GET", "path": "/echo/slow"}]).to_string())
+        .arg("--wait-close")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn h3client");
+    support::eventually("the request reached the upstream", || {
+        upstream.state.request_count() == 1
+    });
+    // The request in flight is answered, then the connection is closed with H3_NO_ERROR.
+    gw.assert_terminates_cleanly_within(std::time::Duration::from_secs(5));
+    let out = client.wait_with_output().expect("h3client ends");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        gw.log_text()
+    );
+    let out: serde_json::Value = serde_json::from_str(stdout.trim()).expect("JSON");
+    assert_eq!(out["results"][0]["status"], 200, "{out}");
+    assert_eq!(out["close_error_code"], 0x100, "{out}");
 }

@@ -6,7 +6,8 @@ tests; run with the project's .venv python (scripts/setup-envoy installs aioquic
       prints one JSON line: {"results": [{"status", "headers", "body", "len"}], "alpn", ...}.
       --connections N repeats that on N new connections one after another (the JSON line
       reports the last); --idle leaves without closing (no CONNECTION_CLOSE: the server's idle
-      timeout must end it).
+      timeout must end it); --wait-close waits for the server to close the connection and
+      reports its error code ("close_error_code").
   h3client.py junk HOST PORT N              N hostile datagrams from one socket: well-formed
       Initial headers with undecryptable payloads, Initials in datagrams under 1200 bytes, and
       truncated long headers, in turn.
@@ -24,6 +25,7 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.events import ConnectionTerminated
 
 
 class Client(QuicConnectionProtocol):
@@ -32,8 +34,11 @@ class Client(QuicConnectionProtocol):
         self.h3 = H3Connection(self._quic)
         self.waiters = {}
         self.results = {}
+        self.terminated = None
 
     def quic_event_received(self, event):
+        if isinstance(event, ConnectionTerminated):
+            self.terminated = event.error_code
         for e in self.h3.handle_event(event):
             if not isinstance(e, (HeadersReceived, DataReceived)):
                 continue
@@ -74,7 +79,7 @@ class Client(QuicConnectionProtocol):
         }
 
 
-async def requests(host, port, sni, reqs, connections, idle):
+async def requests(host, port, sni, reqs, connections, idle, wait_close):
     out = None
     for _ in range(connections):
         cfg = QuicConfiguration(
@@ -91,6 +96,9 @@ async def requests(host, port, sni, reqs, connections, idle):
             if idle:
                 print(json.dumps(out), flush=True)
                 os._exit(0)
+            if wait_close:
+                await asyncio.wait_for(c.wait_closed(), 10)
+                out["close_error_code"] = c.terminated
     print(json.dumps(out), flush=True)
 
 
@@ -122,10 +130,10 @@ def main():
         i = args.index("--connections")
         connections = int(args[i + 1])
         del args[i : i + 2]
-    idle = "--idle" in args
-    args = [a for a in args if a != "--idle"]
+    idle, wait_close = "--idle" in args, "--wait-close" in args
+    args = [a for a in args if a not in ("--idle", "--wait-close")]
     host, port, sni, reqs = args[0], int(args[1]), args[2], json.loads(args[3])
-    asyncio.run(requests(host, port, sni, reqs, connections, idle))
+    asyncio.run(requests(host, port, sni, reqs, connections, idle, wait_close))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch, Notify};
 
 use super::h3::{request, response_fields, H3Body};
-use super::{Datagram, QuicShared};
+use super::shared::{Datagram, QuicShared};
 use crate::body::Body;
 use crate::connection::{conn_info, select_chain};
 use crate::http::handle_request;
@@ -78,7 +78,13 @@ struct Serving {
     pending: Vec<Pending>,
     /// Requests received and not yet fully answered.
     in_flight: usize,
+    /// Streams whose response is written but not yet acknowledged (quiche forgets a stream
+    /// once both sides are done and acknowledged): a drain closes the connection only after
+    /// them, since closing discards unsent and unacknowledged stream data.
+    unacked: Vec<u64>,
     goaway_sent: bool,
+    /// The stream ID after the highest request stream received (for GOAWAY).
+    next_stream: u64,
 }
 
 impl ConnTask {
@@ -219,7 +225,9 @@ impl ConnTask {
             bodies: HashMap::new(),
             pending: Vec::new(),
             in_flight: 0,
+            unacked: Vec::new(),
             goaway_sent: false,
+            next_stream: 0,
         })
     }
 
@@ -298,11 +306,14 @@ impl Serving {
             }
         }
         self.write(conn);
+        // `stream_capacity` fails for a stream quiche has forgotten: answered and acknowledged.
+        self.unacked.retain(|s| conn.stream_capacity(*s).is_ok());
         if draining && !self.goaway_sent {
             self.goaway_sent = true;
-            let _ = self.h3.send_goaway(conn, 0);
+            // The first stream not served: every request received so far is answered.
+            let _ = self.h3.send_goaway(conn, self.next_stream);
         }
-        if self.goaway_sent && self.in_flight == 0 && !conn.is_closed() {
+        if self.goaway_sent && self.in_flight == 0 && self.unacked.is_empty() && !conn.is_closed() {
             let _ = conn.close(true, H3_NO_ERROR, b"");
         }
     }
@@ -316,6 +327,7 @@ impl Serving {
         draining: bool,
     ) {
         self.in_flight += 1;
+        self.next_stream = self.next_stream.max(stream + 4);
         let body = if more_frames {
             let (tx, body) = H3Body::channel();
             self.bodies.insert(stream, tx);
@@ -350,6 +362,7 @@ impl Serving {
     fn write(&mut self, conn: &mut quiche::Connection) {
         let h3 = &mut self.h3;
         let before = self.pending.len();
+        let unacked = &mut self.unacked;
         self.pending.retain_mut(|p| {
             if let Some(fields) = &p.fields {
                 match h3.send_response(conn, p.stream, fields, p.body.is_empty()) {
@@ -358,6 +371,7 @@ impl Serving {
                     Err(_) => return false,
                 }
                 if p.body.is_empty() {
+                    unacked.push(p.stream);
                     return false;
                 }
             }
@@ -365,7 +379,11 @@ impl Serving {
             match h3.send_body(conn, p.stream, &rest, true) {
                 Ok(n) => {
                     p.off += n;
-                    p.off < p.body.len()
+                    let more = p.off < p.body.len();
+                    if !more {
+                        unacked.push(p.stream);
+                    }
+                    more
                 }
                 Err(h3::Error::Done) => true,
                 Err(_) => false,
