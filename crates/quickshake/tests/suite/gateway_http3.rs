@@ -287,7 +287,7 @@ fn hostile_initials_and_idle_connections_are_counted_and_harm_no_one() {
     let _lock = support::shared();
     let gw = Gateway::start(
         &config(&inline_cert(), "        idle_timeout: 1s", free_port()),
-        &[],
+        &["--concurrency", "2"],
     );
     let scope = gw.scope("127.0.0.1");
     let port = gw.port.to_string();
@@ -302,6 +302,13 @@ fn hostile_initials_and_idle_connections_are_counted_and_harm_no_one() {
     });
     // No connection was made of them.
     assert_eq!(gw.counter(&format!("{scope}downstream_cx_total")), 1);
+    // Packets for connection IDs that name the other worker are passed to it (the kernel
+    // spreads these 40 source ports over both workers' sockets).
+    h3client(&["foreign", "127.0.0.1", &port, "40"]);
+    support::eventually(
+        "packets forwarded to the worker their connection ID names",
+        || gw.counter(&format!("{scope}http3.packets_forwarded")) >= 1,
+    );
     // A client that leaves without closing: the idle timeout ends its connection.
     let out = requests(gw.port, &reqs, &["--idle"]);
     assert_eq!(out["results"][0]["status"], 200, "{out}");
@@ -390,4 +397,16 @@ fn sigterm_drains_http3_with_goaway_then_connection_close() {
     let out: serde_json::Value = serde_json::from_str(stdout.trim()).expect("JSON");
     assert_eq!(out["results"][0]["status"], 200, "{out}");
     assert_eq!(out["close_error_code"], 0x100, "{out}");
+}
+
+#[test]
+fn http3_is_served_with_idle_priority_handshakes() {
+    let _lock = support::shared();
+    // QUIC connections run on the workers' serving threads (see the README).
+    let gw = Gateway::start(
+        &config(&inline_cert(), "", free_port()),
+        &["--handshake-priority", "idle", "--concurrency", "1"],
+    );
+    let out = requests(gw.port, &serde_json::json!([{"path": "/"}]), &[]);
+    assert_eq!(out["results"][0]["body"], "hello over h3", "{out}");
 }

@@ -11,6 +11,8 @@ tests; run with the project's .venv python (scripts/setup-envoy installs aioquic
   h3client.py junk HOST PORT N              N hostile datagrams from one socket: well-formed
       Initial headers with undecryptable payloads, Initials in datagrams under 1200 bytes, and
       truncated long headers, in turn.
+  h3client.py foreign HOST PORT N           N short-header packets, each from a new socket (so
+      spread over the workers' sockets), for connection IDs naming worker 0 or 1 in turn.
 """
 
 import asyncio
@@ -119,10 +121,19 @@ def junk(host, port, n):
     print(json.dumps({"sent": n}), flush=True)
 
 
+def foreign(host, port, n):
+    for i in range(n):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        dcid = bytes([i % 2]) + os.urandom(15)
+        s.sendto(bytes([0x40]) + dcid + os.urandom(40), (host, port))
+        s.close()
+    print(json.dumps({"sent": n}), flush=True)
+
+
 def main():
     mode = sys.argv[1]
-    if mode == "junk":
-        junk(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    if mode in ("junk", "foreign"):
+        {"junk": junk, "foreign": foreign}[mode](sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         return
     args = sys.argv[2:]
     connections = 1
