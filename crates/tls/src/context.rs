@@ -234,7 +234,13 @@ fn build_cert_context(
                 )?),
                 None => None,
             };
-            match providers.setup(cfg, outer, &public, stat_scope)? {
+            // A QUIC chain joins the provider of a TCP listener on the same address.
+            let setup = if tls.quic {
+                providers.setup_joining(cfg, outer, &public, stat_scope)?
+            } else {
+                providers.setup(cfg, outer, &public, stat_scope)?
+            };
+            match setup {
                 KeySetup::Inline { key, description } => {
                     b.set_private_key(&key).map_err(ssl_err)?;
                     Some(description)

@@ -410,3 +410,34 @@ fn http3_is_served_with_idle_priority_handshakes() {
     let out = requests(gw.port, &serde_json::json!([{"path": "/"}]), &[]);
     assert_eq!(out["results"][0]["body"], "hello over h3", "{out}");
 }
+
+#[test]
+fn one_provider_batch_holds_a_tcp_and_a_quic_handshake() {
+    let _lock = support::shared();
+    // Envoy's timer batching with a long poll_delay: the TCP handshake's signature waits in the
+    // worker's queue while the QUIC client starts; both go in one batch of 2.
+    let fields = [
+        ("poll_delay", "3s"),
+        ("engine", "software"),
+        ("batching", "timer"),
+    ];
+    let tcp_cert = batching_cert("rsa2048", &fields);
+    let quic_cert = batching_cert("rsa2048", &fields).replace("\n            ", "\n              ");
+    let cfg = config(&format!("  {}", quic_cert.trim_end()), "", free_port()).replace(
+        "            - certificate_chain: { filename: {{CERTS}}/rsa2048.cert.pem }\n              private_key: { filename: {{CERTS}}/rsa2048.key.pem }\n",
+        &tcp_cert,
+    );
+    let gw = Gateway::start(&cfg, &["--concurrency", "1"]);
+    let url = gw.url("/");
+    let tcp = std::thread::spawn(move || fetch(&["--http1.1", "-k"], &url));
+    let out = requests(gw.port, &serde_json::json!([{"path": "/"}]), &[]);
+    assert_eq!(out["results"][0]["body"], "hello over h3", "{out}");
+    let r = tcp.join().expect("curl thread");
+    assert_eq!(r.body, "hello over tcp", "{r:?}");
+    let sizes = crate::support::providers::queue_sizes(&gw, "rsa");
+    assert_eq!(
+        sizes,
+        [0, 1, 0, 0, 0, 0, 0, 0],
+        "one batch of 2 (TCP + QUIC)"
+    );
+}
