@@ -160,7 +160,10 @@ fn retry_tokens_bind_the_address_and_expire() {
     let peer: SocketAddr = "192.0.2.1:4433".parse().unwrap();
     let other: SocketAddr = "192.0.2.2:4433".parse().unwrap();
     let t = tokens.mint(&peer, b"original-dcid").unwrap();
-    assert_eq!(tokens.validate(&peer, &t).as_deref(), Some(&b"original-dcid"[..]));
+    assert_eq!(
+        tokens.validate(&peer, &t).as_deref(),
+        Some(&b"original-dcid"[..])
+    );
     assert_eq!(tokens.validate(&other, &t), None);
     let mut forged = t.clone();
     forged[9] ^= 1;
