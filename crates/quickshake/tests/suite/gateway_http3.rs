@@ -441,3 +441,32 @@ fn one_provider_batch_holds_a_tcp_and_a_quic_handshake() {
         "one batch of 2 (TCP + QUIC)"
     );
 }
+
+#[test]
+fn a_rotated_certificate_serves_new_quic_handshakes() {
+    let _lock = support::shared();
+    let secret = tempfile::tempdir().expect("tempdir");
+    let (crt, key) = (secret.path().join("q.crt"), secret.path().join("q.key"));
+    let publish = |name: &str| {
+        for (from, to) in [("cert", &crt), ("key", &key)] {
+            let tmp = to.with_extension("tmp");
+            std::fs::copy(support::cert(&format!("{name}.{from}.pem")), &tmp).expect("copy");
+            std::fs::rename(&tmp, to).expect("rename");
+        }
+    };
+    publish("rsa2048");
+    let entry = format!(
+        "              - certificate_chain: {{ filename: {} }}\n                private_key: {{ filename: {} }}",
+        crt.display(),
+        key.display()
+    );
+    let gw = Gateway::start(&config(&entry, "", free_port()), &["--concurrency", "1"]);
+    let reqs = serde_json::json!([{"path": "/"}]);
+    let before = requests(gw.port, &reqs, &[])["peer_serial"].clone();
+    assert!(before.is_string(), "{before}");
+    publish("other");
+    support::eventually("new QUIC handshakes get the new certificate", || {
+        let now = requests(gw.port, &reqs, &[]);
+        now["results"][0]["status"] == 200 && now["peer_serial"] != before
+    });
+}

@@ -3,7 +3,8 @@ tests; run with the project's .venv python (scripts/setup-envoy installs aioquic
 
   h3client.py requests HOST PORT SNI JSON   one connection, the requests of JSON (a list of
       {"method", "path", "body", "headers": [[k, v]]}) sent at once on their own streams;
-      prints one JSON line: {"results": [{"status", "headers", "body", "len"}], "alpn", ...}.
+      prints one JSON line: {"results": [{"status", "headers", "body", "len"}], "alpn",
+      "peer_serial" (the server certificate's serial, hex)}.
       --connections N repeats that on N new connections one after another (the JSON line
       reports the last); --idle leaves without closing (no CONNECTION_CLOSE: the server's idle
       timeout must end it); --wait-close waits for the server to close the connection and
@@ -91,9 +92,11 @@ async def requests(host, port, sni, reqs, connections, idle, wait_close):
         async with connect(host, port, configuration=cfg, create_protocol=Client) as c:
             authority = f"{sni}:{port}"
             results = await asyncio.gather(*(c.request(authority, r) for r in reqs))
+            cert = getattr(c._quic.tls, "_peer_certificate", None)
             out = {
                 "results": results,
                 "alpn": c._quic.tls.alpn_negotiated,
+                "peer_serial": format(cert.serial_number, "x") if cert is not None else None,
             }
             if idle:
                 print(json.dumps(out), flush=True)
