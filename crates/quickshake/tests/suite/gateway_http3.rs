@@ -470,3 +470,36 @@ fn a_rotated_certificate_serves_new_quic_handshakes() {
         now["results"][0]["status"] == 200 && now["peer_serial"] != before
     });
 }
+
+#[test]
+fn a_flood_of_initials_gets_retry_and_real_clients_prove_their_address() {
+    let _lock = support::shared();
+    let gw = Gateway::start(
+        &config(
+            &inline_cert(),
+            "        crypto_handshake_timeout: 3s",
+            free_port(),
+        ),
+        &["--concurrency", "1"],
+    );
+    let scope = gw.scope("127.0.0.1");
+    let port = gw.port.to_string();
+    // 120 handshakes started from one address and never finished: past 100 in progress the
+    // worker answers Initials with Retry.
+    h3client(&["halfopen", "127.0.0.1", &port, "120"]);
+    support::eventually("Retry under load", || {
+        gw.counter(&format!("{scope}http3.retry_sent")) >= 1
+    });
+    // A real client gets a Retry too, echoes its token and is served.
+    let retries = gw.counter(&format!("{scope}http3.retry_sent"));
+    let out = requests(gw.port, &serde_json::json!([{"path": "/"}]), &[]);
+    assert_eq!(out["results"][0]["status"], 200, "{out}");
+    assert_eq!(gw.counter(&format!("{scope}http3.retry_sent")), retries + 1);
+    assert_eq!(gw.counter(&format!("{scope}http3.invalid_retry_token")), 0);
+    // The abandoned handshakes end at crypto_handshake_timeout.
+    support::eventually("abandoned handshakes timed out", || {
+        gw.counter(&format!(
+            "{scope}downstream_cx_transport_socket_connect_timeout"
+        )) >= 100
+    });
+}

@@ -12,6 +12,8 @@ tests; run with the project's .venv python (scripts/setup-envoy installs aioquic
   h3client.py junk HOST PORT N              N hostile datagrams from one socket: well-formed
       Initial headers with undecryptable payloads, Initials in datagrams under 1200 bytes, and
       truncated long headers, in turn.
+  h3client.py halfopen HOST PORT N          N valid client Initials (new connections) from one
+      socket, never continued: N handshakes left in progress on the server.
   h3client.py foreign HOST PORT N           N short-header packets, each from a new socket (so
       spread over the workers' sockets), for connection IDs naming worker 0 or 1 in turn.
 """
@@ -133,10 +135,29 @@ def foreign(host, port, n):
     print(json.dumps({"sent": n}), flush=True)
 
 
+def halfopen(host, port, n):
+    import time
+
+    from aioquic.quic.connection import QuicConnection
+
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for _ in range(n):
+        cfg = QuicConfiguration(
+            is_client=True, alpn_protocols=H3_ALPN, verify_mode=ssl.CERT_NONE, server_name="localhost"
+        )
+        conn = QuicConnection(configuration=cfg)
+        now = time.time()
+        conn.connect((host, port), now=now)
+        for data, addr in conn.datagrams_to_send(now=now):
+            s.sendto(data, addr)
+    print(json.dumps({"sent": n}), flush=True)
+
+
 def main():
     mode = sys.argv[1]
-    if mode in ("junk", "foreign"):
-        {"junk": junk, "foreign": foreign}[mode](sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    modes = {"junk": junk, "foreign": foreign, "halfopen": halfopen}
+    if mode in modes:
+        modes[mode](sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         return
     args = sys.argv[2:]
     connections = 1
