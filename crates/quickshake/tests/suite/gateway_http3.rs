@@ -271,13 +271,19 @@ fn quic_handshakes_sign_through_the_key_providers() {
         let out = requests(gw.port, &reqs, &["--connections", "4"]);
         assert_eq!(out["results"][0]["status"], 200, "{name}: {out}");
         let scope = gw.scope("127.0.0.1");
-        let signed = gw.counter(&format!("{scope}cryptomb.rsa_sign"))
-            + gw.counter(&format!("{scope}cryptomb.rsa_sign_fallback"));
+        let signed = gw.counter(&format!("{scope}cryptomb.rsa_sign"));
         let stats = gw.admin_get("/stats?filter=cryptomb").1;
-        assert!(
-            signed >= 4,
-            "{name}: 4 QUIC handshakes, {signed} provider signatures\n{stats}"
-        );
+        // Envoy's cryptomb with no accelerated engine on this CPU: its `fallback: true` signs
+        // in process, as Envoy does.
+        let inline = name == "cryptomb" && support::providers::auto_engine().is_none();
+        if inline {
+            assert_eq!(signed, 0, "{name}: fallback in process\n{stats}");
+        } else {
+            assert!(
+                signed >= 4,
+                "{name}: 4 QUIC handshakes, {signed} provider signatures\n{stats}"
+            );
+        }
         assert!(gw.counter(&format!("{scope}ssl.handshake")) >= 4, "{name}");
     }
 }
