@@ -324,23 +324,25 @@ pub(crate) fn check_addresses<'a>(
     listeners: impl IntoIterator<Item = &'a Listener>,
     admin: Option<&Admin>,
 ) -> Result<()> {
-    let mut seen: HashMap<SocketAddr, String> = HashMap::new();
+    // A TCP and a UDP (QUIC) listener may share an address, as Envoy's HTTP/3 examples do.
+    let mut seen: HashMap<(SocketAddr, bool), String> = HashMap::new();
     if let Some(a) = admin {
         if a.address.port() != 0 {
-            seen.insert(a.address, "admin.address".to_owned());
+            seen.insert((a.address, false), "admin.address".to_owned());
         }
     }
     for l in listeners {
         if l.address.port() == 0 {
             continue;
         }
-        if let Some(first) = seen.get(&l.address) {
+        let key = (l.address, l.quic.is_some());
+        if let Some(first) = seen.get(&key) {
             return Err(ConfigError::invalid(
                 join(&l.path, "address"),
                 format!("address {} is already used by {first}", l.address),
             ));
         }
-        seen.insert(l.address, l.path.clone());
+        seen.insert(key, l.path.clone());
     }
     Ok(())
 }

@@ -38,13 +38,13 @@ pub(crate) fn http_connection_manager(
             "generate_request_id",
             "upgrade_configs",
             "xff_num_trusted_hops",
+            "http3_protocol_options",
         ],
         &[
             "scoped_routes",
             "tracing",
             "http_protocol_options",
             "http2_protocol_options",
-            "http3_protocol_options",
             "server_header_transformation",
             "scheme_header_transformation",
             "stream_idle_timeout",
@@ -85,13 +85,43 @@ pub(crate) fn http_connection_manager(
                 "AUTO" => CodecType::Auto,
                 "HTTP1" => CodecType::Http1,
                 "HTTP2" => CodecType::Http2,
-                "HTTP3" => return Err(c.unsupported(Some("HTTP/3"))),
+                "HTTP3" => CodecType::Http3,
                 _ => {
-                    return Err(c.err(format!("expected AUTO, HTTP1 or HTTP2, got \"{s}\"")));
+                    return Err(c.err(format!("expected AUTO, HTTP1, HTTP2 or HTTP3, got \"{s}\"")));
                 }
             }
         }
     };
+    if let Some(h3) = o.get("http3_protocol_options") {
+        // Envoy's `Http3ProtocolOptions`: none of its settings changes how quickshake serves.
+        let ho = h3.obj_with(
+            &["quic_protocol_options"],
+            &[
+                "override_stream_error_on_invalid_http_message",
+                "allow_extended_connect",
+                "allow_metadata",
+                "disable_qpack",
+                "disable_connection_flow_control_for_streams",
+            ],
+        )?;
+        if let Some(q) = ho.get("quic_protocol_options") {
+            // Upstream-only settings in Envoy; accepted and ignored downstream, as Envoy does.
+            q.obj_with(
+                &[
+                    "max_concurrent_streams",
+                    "initial_stream_window_size",
+                    "initial_connection_window_size",
+                    "num_timeouts_to_trigger_port_migration",
+                    "connection_keepalive",
+                    "connection_options",
+                    "client_connection_options",
+                    "idle_network_timeout",
+                    "max_packet_length",
+                ],
+                &[],
+            )?;
+        }
+    }
     let stat_prefix = o.req("stat_prefix")?.non_empty_str()?.to_owned();
     let http_filters = http_filters(&o.items("http_filters"))?;
     let path_normalization = path_normalization(&o)?;

@@ -34,6 +34,7 @@ mod listener;
 mod matcher;
 mod merge;
 pub mod model;
+mod quic;
 mod sds;
 pub use sds::{
     load_sds_session_ticket_keys, load_sds_tls_certificate, load_sds_trusted_ca, secret_resource,

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use std::time::Duration;
 
-use crate::address::address;
+use crate::address::{socket_address, Transport};
 use crate::cluster::{cluster_ref, ClusterNames};
 use crate::duration::duration;
 use crate::http::http_connection_manager;
@@ -38,6 +38,7 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
             "stat_prefix",
             "ignore_global_conn_limit",
             "bypass_overload_manager",
+            "udp_listener_config",
         ],
         &[
             "additional_addresses",
@@ -53,7 +54,6 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
             "freebind",
             "socket_options",
             "tcp_fast_open_queue_length",
-            "udp_listener_config",
             "api_listener",
             "connection_balance_config",
             "reuse_port",
@@ -70,7 +70,28 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
         Some(n) => n.non_empty_str()?.to_owned(),
         None => format!("listener_{index}"),
     };
-    let addr = address(&o.req("address")?)?;
+    let addr_node = o.req("address")?;
+    let (addr, transport) = socket_address(&addr_node)?;
+    let quic = match o.get("udp_listener_config") {
+        Some(u) => {
+            if transport != Transport::Udp {
+                return Err(u.err("needs a UDP address (socket_address.protocol: UDP)"));
+            }
+            crate::quic::udp_listener_config(&u)?
+        }
+        None => None,
+    };
+    if transport == Transport::Udp && quic.is_none() {
+        return Err(crate::ConfigError::unsupported(
+            format!("{}.socket_address.protocol", addr_node.path),
+            Some("UDP listeners other than QUIC (udp_listener_config.quic_options)"),
+        ));
+    }
+    if quic.is_some() {
+        if let Some(f) = o.items("listener_filters").first() {
+            return Err(f.err("a QUIC listener takes no listener filters"));
+        }
+    }
     let mut proxy_protocol = false;
     let mut limits = Vec::new();
     for f in o.items("listener_filters") {
@@ -151,6 +172,7 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
     if chains.is_empty() {
         return Err(chains_node.err("at least one filter chain is required"));
     }
+    crate::quic::check_chains(&chains, quic.is_some())?;
     Ok(Listener {
         name,
         address: addr,
@@ -161,6 +183,7 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
         ignore_global_conn_limit: o.bool_or_false("ignore_global_conn_limit")?
             || o.bool_or_false("bypass_overload_manager")?,
         limits,
+        quic,
     })
 }
 
@@ -312,16 +335,23 @@ fn filter_chain(node: &Node<'_>, clusters: &ClusterNames) -> Result<(FilterChain
 
 fn transport_socket(node: &Node<'_>) -> Result<DownstreamTls> {
     let o = node.obj(&["name", "typed_config"])?;
+    let tc = o.req("typed_config")?;
     if let Some(n) = o.get("name") {
         let name = n.as_str()?;
+        if name == crate::quic::QUIC_TRANSPORT_SOCKET {
+            return crate::quic::quic_transport(&tc);
+        }
         if name != TLS_TRANSPORT_SOCKET {
             return Err(n.err(format!(
-                "unsupported transport socket \"{name}\" (only {TLS_TRANSPORT_SOCKET}; omit \
-                 transport_socket for plaintext)"
+                "unsupported transport socket \"{name}\" (only {TLS_TRANSPORT_SOCKET} and \
+                 {}; omit transport_socket for plaintext)",
+                crate::quic::QUIC_TRANSPORT_SOCKET
             )));
         }
+    } else if tc.type_url().ok() == Some(crate::quic::QUIC_DOWNSTREAM_TRANSPORT) {
+        return crate::quic::quic_transport(&tc);
     }
-    downstream_tls_context(&o.req("typed_config")?)
+    downstream_tls_context(&tc)
 }
 
 /// A chain's `filters`: `envoy.filters.network.local_ratelimit` filters, then the one terminal

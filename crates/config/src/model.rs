@@ -142,6 +142,40 @@ pub struct Listener {
     /// `listener_filters[]` `envoy.filters.listener.local_ratelimit` and
     /// `quickshake.filters.listener.handshake_limit`, in their order.
     pub limits: Vec<ListenerLimit>,
+    /// A QUIC (HTTP/3) listener: UDP `socket_address` with `udp_listener_config.quic_options`.
+    pub quic: Option<QuicOptions>,
+}
+
+/// `udp_listener_config.quic_options` (`QuicProtocolOptions`) of a QUIC listener, Envoy's
+/// defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuicOptions {
+    /// `quic_protocol_options.max_concurrent_streams` (Envoy's default 100): bidirectional
+    /// streams a client may open at once.
+    pub max_concurrent_streams: u64,
+    /// `quic_protocol_options.initial_stream_window_size` (default 16 MiB).
+    pub initial_stream_window_size: u64,
+    /// `quic_protocol_options.initial_connection_window_size` (default 24 MiB).
+    pub initial_connection_window_size: u64,
+    /// `idle_timeout` (default 300 s): a connection with no packet for this long is closed.
+    pub idle_timeout: Duration,
+    /// `crypto_handshake_timeout` (default 20 s): a handshake not done by then is abandoned.
+    pub crypto_handshake_timeout: Duration,
+    /// `udp_listener_config.downstream_socket_config.prefer_gro` (Envoy's default true).
+    pub prefer_gro: bool,
+}
+
+impl Default for QuicOptions {
+    fn default() -> Self {
+        QuicOptions {
+            max_concurrent_streams: 100,
+            initial_stream_window_size: 16 * 1024 * 1024,
+            initial_connection_window_size: 24 * 1024 * 1024,
+            idle_timeout: Duration::from_secs(300),
+            crypto_handshake_timeout: Duration::from_secs(20),
+            prefer_gro: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -233,6 +267,9 @@ pub struct DownstreamTls {
     pub disable_stateful_session_resumption: bool,
     /// `ocsp_staple_policy` (Envoy's default `LENIENT_STAPLING`).
     pub ocsp_staple_policy: OcspStaplePolicy,
+    /// The context came from a QUIC transport socket
+    /// (`QuicDownstreamTransport.downstream_tls_context`): TLS 1.3 only, ALPN `h3`.
+    pub quic: bool,
 }
 
 /// `DownstreamTlsContext.ocsp_staple_policy`: what a handshake does with a certificate's

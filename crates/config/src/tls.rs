@@ -19,21 +19,33 @@ const UPSTREAM_TLS_CONTEXT: &str =
     "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext";
 
 pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
-    let o = node.typed(
-        DOWNSTREAM_TLS_CONTEXT,
-        &[
-            "common_tls_context",
-            "require_client_certificate",
-            "session_ticket_keys",
-            "disable_stateless_session_resumption",
-            "disable_stateful_session_resumption",
-            "session_ticket_keys_sds_secret_config",
-            "prefer_client_ciphers",
-            "session_timeout",
-            "ocsp_staple_policy",
-        ],
-        &["require_sni", "full_scan_certs_on_sni_mismatch"],
-    )?;
+    downstream_tls_fields(node, true)
+}
+
+/// A `DownstreamTlsContext` embedded as a plain message (no `@type`), as
+/// `QuicDownstreamTransport.downstream_tls_context` is.
+pub(crate) fn embedded_downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
+    downstream_tls_fields(node, false)
+}
+
+fn downstream_tls_fields(node: &Node<'_>, typed: bool) -> Result<DownstreamTls> {
+    let fields: &[&str] = &[
+        "common_tls_context",
+        "require_client_certificate",
+        "session_ticket_keys",
+        "disable_stateless_session_resumption",
+        "disable_stateful_session_resumption",
+        "session_ticket_keys_sds_secret_config",
+        "prefer_client_ciphers",
+        "session_timeout",
+        "ocsp_staple_policy",
+    ];
+    let unsupported: &[&str] = &["require_sni", "full_scan_certs_on_sni_mismatch"];
+    let o = if typed {
+        node.typed(DOWNSTREAM_TLS_CONTEXT, fields, unsupported)?
+    } else {
+        node.obj_with(fields, unsupported)?
+    };
     let require_client_certificate = o.bool_or_false("require_client_certificate")?;
     let prefer_client_ciphers = o.bool_or_false("prefer_client_ciphers")?;
     let session_timeout = match o.get("session_timeout") {
@@ -103,6 +115,7 @@ pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
         disable_stateless_session_resumption,
         disable_stateful_session_resumption,
         ocsp_staple_policy,
+        quic: false,
     })
 }
 

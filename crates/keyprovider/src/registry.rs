@@ -245,6 +245,52 @@ impl Providers {
         })
     }
 
+    /// [`Providers::setup`] for a QUIC listener's certificate: it joins a live provider of the
+    /// same listener scope (a TCP listener on the same address, built before it) with the same
+    /// settings, so QUIC and TCP handshakes of that address share one provider and its
+    /// per-worker queues, and a batch may hold both. Without one, as `setup`.
+    pub fn setup_joining(
+        &self,
+        cfg: &PrivateKeyProvider,
+        outer: Option<PKey<Private>>,
+        public: &PKey<Public>,
+        scope: &str,
+    ) -> Result<KeySetup, ProviderError> {
+        let decoded = config::decode(cfg)?;
+        let settings = Settings::of(cfg, &decoded);
+        let Some((queues, description)) = self.live_in_scope(scope, &settings) else {
+            return self.setup(cfg, outer, public, scope);
+        };
+        let key = load_provider_key(cfg, &decoded.private_key, public)?;
+        self.remember(
+            (scope.to_string(), cfg.path.clone()),
+            Previous::Provider {
+                settings,
+                queues: Arc::downgrade(&queues),
+                description: description.clone(),
+            },
+        );
+        Ok(KeySetup::Provider {
+            method: ProviderMethod::new(queues, key),
+            description,
+        })
+    }
+
+    /// A live provider of `scope` with `settings`.
+    fn live_in_scope(&self, scope: &str, settings: &Settings) -> Option<(Arc<Queues>, String)> {
+        let p = self.previous.lock().ok()?;
+        p.iter().find_map(|((s, _), v)| match v {
+            Previous::Provider {
+                settings: had,
+                queues,
+                description,
+            } if s == scope && had == settings => {
+                queues.upgrade().map(|q| (q, description.clone()))
+            }
+            _ => None,
+        })
+    }
+
     /// What a field's last setup left that this one can keep.
     fn reuse(&self, id: &(String, String), settings: &Settings) -> Reuse {
         let Ok(p) = self.previous.lock() else {

@@ -1,4 +1,5 @@
-//! Response bodies as the connection manager sends them, and Envoy's plain-text error
+//! Request bodies as the codecs deliver them ([`RequestBody`]), response bodies as the
+//! connection manager sends them, and Envoy's plain-text error
 //! responses: a leaf shared by the request handler, the forwarder and the upgrade path.
 
 use bytes::Bytes;
@@ -24,4 +25,17 @@ pub fn error_response(status: u16, text: &'static str) -> Response<Body> {
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     r
+}
+
+/// A request body as the codecs deliver it: hyper's `Incoming` (HTTP/1.1, HTTP/2) or the
+/// HTTP/3 stream's body (`quic::h3`). Every request, whatever its protocol, goes through
+/// `http::handle_request`.
+pub trait RequestBody:
+    hyper::body::Body<Data = Bytes, Error = hyper::Error> + Send + Sync + Unpin + 'static
+{
+}
+
+impl<B> RequestBody for B where
+    B: hyper::body::Body<Data = Bytes, Error = hyper::Error> + Send + Sync + Unpin + 'static
+{
 }

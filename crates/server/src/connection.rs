@@ -382,7 +382,7 @@ async fn read_proxy_header<R: AsyncRead + Unpin>(
     }
 }
 
-fn conn_info(
+pub(crate) fn conn_info(
     peer: SocketAddr,
     local: String,
     sni: Option<String>,
@@ -400,7 +400,10 @@ fn conn_info(
 }
 
 /// The chain for an SNI: a chain naming it, else the chain without names.
-fn select_chain(chains: &[Arc<ChainRuntime>], sni: Option<&str>) -> Option<Arc<ChainRuntime>> {
+pub(crate) fn select_chain(
+    chains: &[Arc<ChainRuntime>],
+    sni: Option<&str>,
+) -> Option<Arc<ChainRuntime>> {
     // The most specific name wins (exact, then the longest wildcard suffix), as in Envoy.
     let by_name = sni.and_then(|name| {
         chains
@@ -462,13 +465,14 @@ async fn serve_http<S>(
     let h2 = match rt.codec {
         CodecType::Http1 => false,
         CodecType::Http2 => true,
-        CodecType::Auto => alpn_h2.unwrap_or(false),
+        // HTTP3 is refused on TCP listeners by the configuration.
+        CodecType::Auto | CodecType::Http3 => alpn_h2.unwrap_or(false),
     };
     match rt.codec {
         CodecType::Http1 => builder = builder.http1_only(),
         CodecType::Http2 => builder = builder.http2_only(),
         CodecType::Auto if alpn_h2 == Some(true) => builder = builder.http2_only(),
-        CodecType::Auto => {}
+        CodecType::Auto | CodecType::Http3 => {}
     }
     if h2 {
         stats.downstream_cx_http2_total.inc();

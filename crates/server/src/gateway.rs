@@ -14,7 +14,7 @@ use crate::error::ServerError;
 use crate::listener::{self, ListenerShared};
 use crate::options::GatewayOptions;
 use crate::shared::ServerShared;
-use crate::worker::{self, WorkerCmd};
+use crate::worker::{self, Bound, WorkerCmd};
 
 /// A started gateway: listeners bound, workers running.
 pub struct Gateway {
@@ -46,6 +46,14 @@ impl Workers {
         cfg: &Listener,
         shared: Arc<ListenerShared>,
     ) -> Result<ListenerStop, ServerError> {
+        if cfg.quic.is_some() {
+            return Err(ServerError::Invalid {
+                field: format!("{}.udp_listener_config", cfg.path),
+                reason: "QUIC listeners from a control plane (LDS) are not supported yet; \
+                         put them in static_resources"
+                    .into(),
+            });
+        }
         let sockets = self
             .0
             .iter()
@@ -91,19 +99,31 @@ impl Gateway {
     ) -> Result<Gateway, ServerError> {
         let listeners = build_listeners(cfg, &store, providers, clusters)?;
         for l in &cfg.listeners {
-            listener::probe_port_free(l.address, &l.path)?;
+            match l.quic {
+                Some(_) => crate::quic::probe_udp_port_free(l.address, &l.path)?,
+                None => listener::probe_port_free(l.address, &l.path)?,
+            }
         }
         let concurrency = opts.concurrency.max(1);
-        let mut per_worker = Vec::with_capacity(concurrency);
-        for _ in 0..concurrency {
-            let mut sockets = Vec::new();
-            for (shared, l) in listeners.iter().zip(&cfg.listeners) {
-                sockets.push((
-                    shared.clone(),
-                    listener::bind_reuseport(l.address, &l.path)?,
-                ));
+        let mut per_worker: Vec<Vec<(Arc<ListenerShared>, Bound)>> =
+            (0..concurrency).map(|_| Vec::new()).collect();
+        for (shared, l) in listeners.iter().zip(&cfg.listeners) {
+            match &l.quic {
+                Some(q) => {
+                    let socks = crate::quic::bind_workers(shared, q, &l.path, concurrency, &store)?;
+                    for (sockets, s) in per_worker.iter_mut().zip(socks) {
+                        sockets.push((shared.clone(), Bound::Quic(s)));
+                    }
+                }
+                None => {
+                    for sockets in &mut per_worker {
+                        sockets.push((
+                            shared.clone(),
+                            Bound::Tcp(listener::bind_reuseport(l.address, &l.path)?),
+                        ));
+                    }
+                }
             }
-            per_worker.push(sockets);
         }
         let shared = Arc::new(ServerShared::new(
             &store,

@@ -10,11 +10,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode, Uri};
-use hyper::body::Incoming;
 use quickshake_config::{HeaderMutations, Redirect, RouteAction};
 
 use crate::access_log::LogRecord;
-use crate::body::{error_response, full, Body};
+use crate::body::{error_response, full, Body, RequestBody};
 use crate::filters::{
     choose_compressor, compress, health_check, health_check_response, HealthCheck,
 };
@@ -27,8 +26,8 @@ use crate::routing::{matched_prefix, select_route, select_virtual_host, RequestV
 /// Serve one request: route it, answer (direct response, redirect, or forwarded to a cluster),
 /// count it and log it.
 /// `draining`: the server is draining (the health-check filter answers 503).
-pub async fn handle_request(
-    req: Request<Incoming>,
+pub async fn handle_request<B: RequestBody>(
+    req: Request<B>,
     rt: Arc<HttpRuntime>,
     conn: Arc<ConnInfo>,
     draining: bool,
@@ -39,6 +38,10 @@ pub async fn handle_request(
     let stats = &rt.stats;
     stats.downstream_rq_total.inc();
     let protocol = match req.version() {
+        http::Version::HTTP_3 => {
+            stats.downstream_rq_http3_total.inc();
+            "HTTP/3"
+        }
         http::Version::HTTP_2 => {
             stats.downstream_rq_http2_total.inc();
             "HTTP/2"
@@ -125,8 +128,8 @@ struct Outcome {
 }
 
 /// Path normalization, the HTTP filters before the router, then the route.
-async fn route_request(
-    mut req: Request<Incoming>,
+async fn route_request<B: RequestBody>(
+    mut req: Request<B>,
     rt: &Arc<HttpRuntime>,
     conn: &Arc<ConnInfo>,
     authority: &str,

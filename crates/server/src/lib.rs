@@ -10,6 +10,9 @@
 //! admission before any TLS work (`admission`: Envoy's local rate limit filters on
 //! `token_bucket`, quickshake's per-source handshake limit on `handshake_limit`).
 //!
+//! QUIC listeners serve HTTP/3 through the same connection manager (`quic`, on quiche, one UDP
+//! socket per worker, connections routed to their worker by connection ID).
+//!
 //! It owns sockets and event loops. It must not parse configuration (that is
 //! `quickshake-config`), touch BoringSSL beyond driving a handshake (`quickshake-tls`), or
 //! compute with private keys (`quickshake-keyprovider`).
@@ -35,6 +38,7 @@ pub mod options;
 pub mod path_normalize;
 pub mod prefixed;
 pub mod proxy;
+pub mod quic;
 pub mod reload;
 pub mod routing;
 pub mod shared;

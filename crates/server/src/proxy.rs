@@ -10,11 +10,10 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, Uri};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use quickshake_config::{RetryPolicy, RouteTarget};
 use quickshake_upstream::{Cluster, UpstreamBody, UpstreamError};
 
-use crate::body::{error_response, Body};
+use crate::body::{error_response, Body, RequestBody};
 use crate::http_runtime::{ConnInfo, HttpRuntime};
 
 /// Largest request body buffered so a request can be retried; larger ones go once.
@@ -44,8 +43,8 @@ pub struct Forwarded {
 }
 
 /// Forward one request. `matched_prefix` is the route's prefix (for `prefix_rewrite`).
-pub async fn forward(
-    req: Request<Incoming>,
+pub async fn forward<B: RequestBody>(
+    req: Request<B>,
     target: &RouteTarget,
     matched_prefix: Option<&str>,
     cluster: &Cluster,
@@ -54,6 +53,11 @@ pub async fn forward(
 ) -> (Response<Body>, Forwarded) {
     let started = Instant::now();
     let (mut parts, body) = req.into_parts();
+    // The upstream connection's protocol is the cluster's: hyper's HTTP/1.1 client takes an
+    // HTTP/2 request's version as HTTP/1.1 but refuses HTTP/3's.
+    if parts.version == http::Version::HTTP_3 {
+        parts.version = http::Version::HTTP_11;
+    }
     let upgrade = websocket_upgrade(&parts.headers, rt);
     rewrite_path(&mut parts.uri, target, matched_prefix);
     prepare_headers(&mut parts.headers, rt, conn, upgrade);
@@ -287,7 +291,7 @@ impl Replay {
 /// Read the body up to `RETRY_BUFFER_LIMIT`: `Ok` when it fits (replayable); `Err(Ok(body))`
 /// with the bytes read so far chained in front of the rest when it does not; `Err(Err(()))`
 /// when reading failed.
-async fn buffer_for_retry(mut body: Incoming) -> Result<Replay, Result<Body, ()>> {
+async fn buffer_for_retry<B: RequestBody>(mut body: B) -> Result<Replay, Result<Body, ()>> {
     let mut data = bytes::BytesMut::new();
     let mut trailers = None;
     while let Some(frame) = body.frame().await {

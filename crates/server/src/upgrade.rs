@@ -5,7 +5,6 @@
 use http::request::Parts;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Empty};
-use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use quickshake_upstream::Cluster;
@@ -14,7 +13,7 @@ use crate::body::{error_response, full, Body};
 
 pub async fn forward_upgrade(
     mut parts: Parts,
-    _body: Incoming,
+    _body: impl crate::body::RequestBody,
     cluster: &Cluster,
 ) -> Response<Body> {
     let Some(downstream) = parts.extensions.remove::<OnUpgrade>() else {

@@ -29,7 +29,14 @@ pub struct WorkerRun {
     pub handshake_priority: HandshakePriority,
 }
 
-type Sockets = Vec<(Arc<ListenerShared>, std::net::TcpListener)>;
+/// One worker's socket of a listener.
+pub enum Bound {
+    Tcp(std::net::TcpListener),
+    /// A QUIC listener's UDP socket (served by [`crate::quic::run_endpoint`]).
+    Quic(crate::quic::QuicSocket),
+}
+
+type Sockets = Vec<(Arc<ListenerShared>, Bound)>;
 
 /// What a running worker is told after it started: listeners added by a control plane.
 pub enum WorkerCmd {
@@ -86,6 +93,13 @@ fn run_split(
     let Some(rt) = runtime(run.index) else {
         return;
     };
+    // QUIC connections run here, at normal priority: a QUIC connection is one task from its
+    // first packet to its last (quiche's state cannot move between threads mid-connection),
+    // so `idle` does not apply to QUIC handshakes.
+    let (quic, sockets): (Sockets, Sockets) = sockets
+        .into_iter()
+        .partition(|(_, b)| matches!(b, Bound::Quic(_)));
+    let (quic_server, quic_drain) = (server.clone(), drain.clone());
     let (tx, mut rx) = mpsc::unbounded_channel::<ServeJob>();
     let handshakes = std::thread::Builder::new()
         .name(format!("hs:{}", run.index))
@@ -112,6 +126,16 @@ fn run_split(
     // Ends when the handshake thread has drained (it waits for every connection, served here
     // or not, within the drain time) and dropped its sender.
     rt.block_on(async move {
+        for (shared, b) in quic {
+            if let Bound::Quic(q) = b {
+                tokio::spawn(crate::quic::run_endpoint(
+                    q,
+                    shared,
+                    quic_server.clone(),
+                    quic_drain.clone(),
+                ));
+            }
+        }
         while let Some(job) = rx.recv().await {
             tokio::spawn(job);
         }
@@ -127,6 +151,7 @@ async fn accept_and_serve(
     drain: watch::Receiver<bool>,
 ) {
     let mut accepts = Vec::new();
+    let mut endpoints = Vec::new();
     let mut watch_drain = drain.clone();
     let mut listen = |shared: Arc<ListenerShared>, socket, stop| match TcpListener::from_std(socket)
     {
@@ -139,8 +164,16 @@ async fn accept_and_serve(
         ))),
         Err(e) => tracing::error!(worker = run.index, error = %e, "cannot register listener"),
     };
-    for (shared, std_listener) in sockets {
-        listen(shared, std_listener, None);
+    for (shared, bound) in sockets {
+        match bound {
+            Bound::Tcp(l) => listen(shared, l, None),
+            Bound::Quic(q) => endpoints.push(tokio::spawn(crate::quic::run_endpoint(
+                q,
+                shared,
+                server.clone(),
+                drain.clone(),
+            ))),
+        }
     }
     // Listeners added later, until the gateway drains.
     while !*watch_drain.borrow() {
@@ -160,6 +193,12 @@ async fn accept_and_serve(
     }
     for a in accepts {
         let _ = a.await;
+    }
+    // QUIC endpoints end when their connections have closed (GOAWAY, then CONNECTION_CLOSE
+    // once their requests are answered), within the drain time.
+    let deadline = tokio::time::Instant::now() + run.drain_timeout;
+    for e in endpoints {
+        let _ = tokio::time::timeout_at(deadline, e).await;
     }
     // Drained: wait for this process's connections to finish, bounded.
     let deadline = tokio::time::Instant::now() + run.drain_timeout;

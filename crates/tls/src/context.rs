@@ -53,6 +53,12 @@ pub struct LoadedCert {
 /// The TLS side of one filter chain: ready to create a server `Ssl` per connection.
 pub struct ChainTls {
     primary: SslContext,
+    /// The early callback's state, shared with the primary context's callback so a QUIC
+    /// listener's dispatching context can run it too ([`ChainTls::select_quic`]).
+    selector: Arc<Selector>,
+    /// The key-exchange groups (`ecdh_curves`), for a QUIC connection's `Ssl`, which takes
+    /// them from the dispatching context it was created from.
+    curves: String,
     pub certs: Vec<LoadedCert>,
 }
 
@@ -62,6 +68,18 @@ impl ChainTls {
         let mut ssl = Ssl::new(&self.primary)?;
         crate::tickets::prepare_ssl(&mut ssl);
         Ok(ssl)
+    }
+
+    /// Serve a QUIC connection's ClientHello with this chain (its filter chain was chosen by
+    /// SNI): switch the connection to this chain's contexts, then pick the certificate as
+    /// [`ChainTls::new_ssl`]'s connections do.
+    pub(crate) fn select_quic(&self, hello: &mut ClientHello<'_>) -> Result<(), SelectCertError> {
+        let ssl = hello.ssl_mut();
+        ssl.set_ssl_context(&self.primary)
+            .map_err(|_| SelectCertError::ERROR)?;
+        ssl.set_curves_list(&self.curves)
+            .map_err(|_| SelectCertError::ERROR)?;
+        self.selector.select(hello)
     }
 }
 
@@ -135,15 +153,18 @@ pub fn build_chain_tls(
     }));
     // Always installed, even for one certificate without a staple: Envoy counts every
     // ClientHello that asks for a staple (`ocsp_staple_requests`, `ocsp_staple_omitted`).
-    let selector = Selector {
+    let selector = Arc::new(Selector {
         candidates,
         policy: tls.ocsp_staple_policy,
         stats: ocsp_stats.clone(),
-    };
+    });
     let mut primary = first.builder;
-    primary.set_select_certificate_callback(move |mut hello| selector.select(&mut hello));
+    let own = selector.clone();
+    primary.set_select_certificate_callback(move |mut hello| own.select(&mut hello));
     Ok(ChainTls {
         primary: primary.build(),
+        selector,
+        curves: curves_list(tls),
         certs,
     })
 }
@@ -213,7 +234,13 @@ fn build_cert_context(
                 )?),
                 None => None,
             };
-            match providers.setup(cfg, outer, &public, stat_scope)? {
+            // A QUIC chain joins the provider of a TCP listener on the same address.
+            let setup = if tls.quic {
+                providers.setup_joining(cfg, outer, &public, stat_scope)?
+            } else {
+                providers.setup(cfg, outer, &public, stat_scope)?
+            };
+            match setup {
                 KeySetup::Inline { key, description } => {
                     b.set_private_key(&key).map_err(ssl_err)?;
                     Some(description)
@@ -281,17 +308,33 @@ fn configure_common(
         // so a fleet of Envoy and quickshake must choose alike.
         b.set_options(SslOptions::CIPHER_SERVER_PREFERENCE);
     }
-    let curves = if p.ecdh_curves.is_empty() {
-        DEFAULT_CURVES.to_string()
-    } else {
-        p.ecdh_curves.join(":")
-    };
-    b.set_curves_list(&curves)
+    b.set_curves_list(&curves_list(tls))
         .map_err(|e| bad("tls_params.ecdh_curves", e))?;
-    configure_alpn(b, &tls.alpn_protocols);
+    if tls.quic {
+        // QUIC is TLS 1.3 and HTTP/3 only (RFC 9001 section 4.2, RFC 9114 section 3.1).
+        b.set_min_proto_version(Some(SslVersion::TLS1_3))
+            .map_err(|e| bad("tls_params.tls_minimum_protocol_version", e))?;
+        let alpn = if tls.alpn_protocols.is_empty() {
+            vec!["h3".to_string()]
+        } else {
+            tls.alpn_protocols.clone()
+        };
+        configure_alpn(b, &alpn);
+    } else {
+        configure_alpn(b, &tls.alpn_protocols);
+    }
     configure_resumption(b, tls, tickets);
     configure_client_auth(b, tls)?;
     Ok(())
+}
+
+/// The chain's key-exchange groups: `ecdh_curves`, else [`DEFAULT_CURVES`].
+fn curves_list(tls: &DownstreamTls) -> String {
+    if tls.params.ecdh_curves.is_empty() {
+        DEFAULT_CURVES.to_string()
+    } else {
+        tls.params.ecdh_curves.join(":")
+    }
 }
 
 fn version(v: TlsVersion) -> SslVersion {

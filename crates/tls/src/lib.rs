@@ -12,6 +12,9 @@
 //! What both directions need exists once: the trust store from PEM ([`ca_store_from_pem`]),
 //! the certificate chain parser ([`chain_from_pem`]) and ALPN's wire format ([`alpn`]).
 //!
+//! QUIC ([`quic`]): the quiche configuration of a QUIC listener, on the same BoringSSL contexts
+//! (and so the same certificates and asynchronous key providers) as TLS over TCP.
+//!
 //! It must not own sockets, workers or HTTP, and it never computes with private keys itself:
 //! an in-process key goes to BoringSSL, a provider-held key goes to `quickshake-keyprovider`.
 //! `unsafe` is allowed in exactly one place (`tickets.rs`: BoringSSL's ticket key callback, which
@@ -27,6 +30,7 @@ pub mod context;
 mod error;
 pub mod handshake_stats;
 pub mod ocsp;
+pub mod quic;
 pub mod session_id;
 #[cfg(test)]
 mod test_support;

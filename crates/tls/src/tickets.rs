@@ -26,7 +26,7 @@ use quickshake_config::{read_data_source, DataSource, DownstreamTls, SESSION_TIC
 use crate::error::TlsError;
 
 /// Zero a secret buffer in a way the optimiser keeps (BoringSSL's `OPENSSL_cleanse`).
-fn cleanse(buf: &mut [u8]) {
+pub(crate) fn cleanse(buf: &mut [u8]) {
     // SAFETY: `buf` is a live, writable slice of `buf.len()` bytes for the whole call.
     unsafe { boring_sys::OPENSSL_cleanse(buf.as_mut_ptr().cast(), buf.len()) }
 }

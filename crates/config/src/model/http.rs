@@ -10,6 +10,8 @@ pub enum CodecType {
     Auto,
     Http1,
     Http2,
+    /// `HTTP3`: only on a QUIC listener, and a QUIC listener's connection managers need it.
+    Http3,
 }
 
 #[derive(Debug, Clone)]

@@ -17,6 +17,7 @@ mod deploy_helm;
 mod envoy_cli;
 mod gateway_basic;
 mod gateway_config_errors;
+mod gateway_http3;
 mod gateway_resumption;
 mod gateway_robustness;
 mod gateway_tls;

@@ -1,0 +1,175 @@
+"""HTTP/3 test client on aioquic (a QUIC stack quickshake did not write), for the gateway_http3
+tests; run with the project's .venv python (scripts/setup-envoy installs aioquic there).
+
+  h3client.py requests HOST PORT SNI JSON   one connection, the requests of JSON (a list of
+      {"method", "path", "body", "headers": [[k, v]]}) sent at once on their own streams;
+      prints one JSON line: {"results": [{"status", "headers", "body", "len"}], "alpn",
+      "peer_serial" (the server certificate's serial, hex)}.
+      --connections N repeats that on N new connections one after another (the JSON line
+      reports the last); --idle leaves without closing (no CONNECTION_CLOSE: the server's idle
+      timeout must end it); --wait-close waits for the server to close the connection and
+      reports its error code ("close_error_code").
+  h3client.py junk HOST PORT N              N hostile datagrams from one socket: well-formed
+      Initial headers with undecryptable payloads, Initials in datagrams under 1200 bytes, and
+      truncated long headers, in turn.
+  h3client.py halfopen HOST PORT N          N valid client Initials (new connections) from one
+      socket, never continued: N handshakes left in progress on the server.
+  h3client.py foreign HOST PORT N           N short-header packets, each from a new socket (so
+      spread over the workers' sockets), for connection IDs naming worker 0 or 1 in turn.
+"""
+
+import asyncio
+import json
+import os
+import socket
+import ssl
+import sys
+
+from aioquic.asyncio.client import connect
+from aioquic.asyncio.protocol import QuicConnectionProtocol
+from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.h3.events import DataReceived, HeadersReceived
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.events import ConnectionTerminated
+
+
+class Client(QuicConnectionProtocol):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.h3 = H3Connection(self._quic)
+        self.waiters = {}
+        self.results = {}
+        self.terminated = None
+
+    def quic_event_received(self, event):
+        if isinstance(event, ConnectionTerminated):
+            self.terminated = event.error_code
+        for e in self.h3.handle_event(event):
+            if not isinstance(e, (HeadersReceived, DataReceived)):
+                continue
+            r = self.results.setdefault(e.stream_id, {"status": None, "headers": {}, "body": b""})
+            if isinstance(e, HeadersReceived):
+                for k, v in e.headers:
+                    k, v = k.decode(), v.decode()
+                    if k == ":status":
+                        r["status"] = int(v)
+                    else:
+                        r["headers"][k] = v
+            else:
+                r["body"] += e.data
+            if e.stream_ended and e.stream_id in self.waiters:
+                self.waiters.pop(e.stream_id).set_result(r)
+
+    async def request(self, authority, req):
+        sid = self._quic.get_next_available_stream_id()
+        body = req.get("body", "").encode()
+        headers = [
+            (b":method", req.get("method", "GET").encode()),
+            (b":scheme", b"https"),
+            (b":authority", authority.encode()),
+            (b":path", req.get("path", "/").encode()),
+        ] + [(k.encode(), v.encode()) for k, v in req.get("headers", [])]
+        self.h3.send_headers(sid, headers, end_stream=not body)
+        if body:
+            self.h3.send_data(sid, body, end_stream=True)
+        fut = asyncio.get_running_loop().create_future()
+        self.waiters[sid] = fut
+        self.transmit()
+        r = await asyncio.wait_for(fut, 10)
+        return {
+            "status": r["status"],
+            "headers": r["headers"],
+            "len": len(r["body"]),
+            "body": r["body"][:4096].decode("utf-8", "replace"),
+        }
+
+
+async def requests(host, port, sni, reqs, connections, idle, wait_close):
+    out = None
+    for _ in range(connections):
+        cfg = QuicConfiguration(
+            is_client=True, alpn_protocols=H3_ALPN, verify_mode=ssl.CERT_NONE, server_name=sni
+        )
+        cfg.idle_timeout = 30.0
+        async with connect(host, port, configuration=cfg, create_protocol=Client) as c:
+            authority = f"{sni}:{port}"
+            results = await asyncio.gather(*(c.request(authority, r) for r in reqs))
+            cert = getattr(c._quic.tls, "_peer_certificate", None)
+            out = {
+                "results": results,
+                "alpn": c._quic.tls.alpn_negotiated,
+                "peer_serial": format(cert.serial_number, "x") if cert is not None else None,
+            }
+            if idle:
+                print(json.dumps(out), flush=True)
+                os._exit(0)
+            if wait_close:
+                await asyncio.wait_for(c.wait_closed(), 10)
+                out["close_error_code"] = c.terminated
+    print(json.dumps(out), flush=True)
+
+
+def junk(host, port, n):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for i in range(n):
+        dcid, scid = os.urandom(8), os.urandom(8)
+        # Long header, Initial, version 1, DCID, SCID, empty token, length 1232.
+        head = bytes([0xC3]) + b"\x00\x00\x00\x01" + bytes([8]) + dcid + bytes([8]) + scid + b"\x00\x44\xd0"
+        kind = i % 3
+        if kind == 0:
+            data = head + os.urandom(1232)
+        elif kind == 1:
+            data = head + os.urandom(200)
+        else:
+            data = head[:9]
+        s.sendto(data, (host, port))
+    print(json.dumps({"sent": n}), flush=True)
+
+
+def foreign(host, port, n):
+    for i in range(n):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        dcid = bytes([i % 2]) + os.urandom(15)
+        s.sendto(bytes([0x40]) + dcid + os.urandom(40), (host, port))
+        s.close()
+    print(json.dumps({"sent": n}), flush=True)
+
+
+def halfopen(host, port, n):
+    import time
+
+    from aioquic.quic.connection import QuicConnection
+
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for _ in range(n):
+        cfg = QuicConfiguration(
+            is_client=True, alpn_protocols=H3_ALPN, verify_mode=ssl.CERT_NONE, server_name="localhost"
+        )
+        conn = QuicConnection(configuration=cfg)
+        now = time.time()
+        conn.connect((host, port), now=now)
+        for data, addr in conn.datagrams_to_send(now=now):
+            s.sendto(data, addr)
+    print(json.dumps({"sent": n}), flush=True)
+
+
+def main():
+    mode = sys.argv[1]
+    modes = {"junk": junk, "foreign": foreign, "halfopen": halfopen}
+    if mode in modes:
+        modes[mode](sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        return
+    args = sys.argv[2:]
+    connections = 1
+    if "--connections" in args:
+        i = args.index("--connections")
+        connections = int(args[i + 1])
+        del args[i : i + 2]
+    idle, wait_close = "--idle" in args, "--wait-close" in args
+    args = [a for a in args if a not in ("--idle", "--wait-close")]
+    host, port, sni, reqs = args[0], int(args[1]), args[2], json.loads(args[3])
+    asyncio.run(requests(host, port, sni, reqs, connections, idle, wait_close))
+
+
+if __name__ == "__main__":
+    main()

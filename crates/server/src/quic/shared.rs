@@ -1,0 +1,64 @@
+//! What a QUIC listener's workers share (its options, retry token key, each worker's inbox,
+//! its `http3.*` counters) and what one worker is given (its socket and inbox).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use quickshake_config::QuicOptions;
+use quickshake_stats::{Counter, Store};
+use quickshake_tls::quic::RetryTokens;
+use tokio::sync::mpsc;
+
+/// A datagram for a connection: its bytes and addresses.
+pub struct Datagram {
+    pub data: Vec<u8>,
+    pub from: SocketAddr,
+    pub to: SocketAddr,
+}
+
+/// `listener.<address>.http3.*`: what QUIC adds to a listener's counters (quickshake's own
+/// names: Envoy's QUIC stack counts these in QUICHE's internal stats only).
+#[derive(Clone)]
+pub struct QuicStats {
+    /// Datagrams that are not a QUIC packet, an Initial in a datagram under 1200 bytes, or a
+    /// first Initial that does not decrypt: dropped, no connection state kept.
+    pub malformed_packets: Counter,
+    /// Retry packets sent (address validation under load).
+    pub retry_sent: Counter,
+    /// Initials with a token that is not a valid, unexpired Retry token for their address.
+    pub invalid_retry_token: Counter,
+    /// Datagrams that reached another worker's socket and were passed to the connection's own.
+    pub packets_forwarded: Counter,
+    /// Connections closed by the idle timeout (`quic_options.idle_timeout`).
+    pub idle_timeout: Counter,
+}
+
+impl QuicStats {
+    pub(super) fn new(store: &Store, scope: &str) -> Self {
+        let c = |n: &str| store.counter(&format!("{scope}http3.{n}"));
+        QuicStats {
+            malformed_packets: c("malformed_packets"),
+            retry_sent: c("retry_sent"),
+            invalid_retry_token: c("invalid_retry_token"),
+            packets_forwarded: c("packets_forwarded"),
+            idle_timeout: c("idle_timeout"),
+        }
+    }
+}
+
+/// What every worker shares about one QUIC listener.
+pub struct QuicShared {
+    pub opts: QuicOptions,
+    pub(super) tokens: RetryTokens,
+    /// Each worker's inbox, for datagrams another worker received for its connections.
+    pub(super) inboxes: Vec<mpsc::UnboundedSender<Datagram>>,
+    pub stats: QuicStats,
+}
+
+/// One worker's socket of a QUIC listener.
+pub struct QuicSocket {
+    pub socket: std::net::UdpSocket,
+    pub shared: Arc<QuicShared>,
+    pub inbox: mpsc::UnboundedReceiver<Datagram>,
+    pub worker: usize,
+}
