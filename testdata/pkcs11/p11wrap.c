@@ -4,7 +4,8 @@
  * bench/pkcs11 only.
  *
  * C_GetFunctionList hands out a copy of the real module's function list with four entries
- * replaced (C_OpenSession, C_Sign, C_Decrypt, C_Login); every other entry is the real
+ * replaced (C_OpenSession, C_Login, C_Sign, C_Decrypt,
+ * C_GetMechanismInfo); every other entry is the real
  * module's own function, so every call reaches it.
  *
  * Environment:
@@ -14,6 +15,8 @@
  *                     CKR_TOKEN_NOT_PRESENT from C_OpenSession), "stall" (the call waits
  *                     until the file says something else)
  *   P11WRAP_DELAY_US  microseconds added to each signature and decryption (a network HSM)
+ *   P11WRAP_NO_RAW_DECRYPT=1  C_GetMechanismInfo(CKM_RSA_X_509) leaves out CKF_DECRYPT (a
+ *                     token that refuses raw RSA decryption)
  *
  * Build: cc -shared -fPIC -O2 -I/usr/include/p11-kit-1 p11wrap.c -o libp11wrap.so -ldl
  */
@@ -95,6 +98,15 @@ static CK_RV w_decrypt(CK_SESSION_HANDLE s, CK_BYTE_PTR in, CK_ULONG len, CK_BYT
     return real.C_Decrypt(s, in, len, out, out_len);
 }
 
+static CK_RV w_mechanism_info(CK_SLOT_ID slot, CK_MECHANISM_TYPE type, CK_MECHANISM_INFO_PTR info) {
+    CK_RV rv = real.C_GetMechanismInfo(slot, type, info);
+    const char *no = getenv("P11WRAP_NO_RAW_DECRYPT");
+    if (rv == CKR_OK && info && type == CKM_RSA_X_509 && no && *no == '1') {
+        info->flags &= ~(CK_FLAGS)CKF_DECRYPT;
+    }
+    return rv;
+}
+
 static void load(void) {
     const char *path = getenv("P11WRAP_MODULE");
     if (!path || !*path) path = "/usr/lib/softhsm/libsofthsm2.so";
@@ -114,6 +126,7 @@ static void load(void) {
     wrapped.C_Login = w_login;
     wrapped.C_Sign = w_sign;
     wrapped.C_Decrypt = w_decrypt;
+    wrapped.C_GetMechanismInfo = w_mechanism_info;
     load_rv = CKR_OK;
 }
 

@@ -90,6 +90,11 @@ impl ProviderCore {
         &self.engine.capabilities().name
     }
 
+    /// Whether this provider can decrypt for the TLS 1.2 RSA key exchange.
+    pub fn rsa_decrypt_supported(&self) -> bool {
+        self.engine.rsa_decrypt_supported()
+    }
+
     pub fn settings(&self) -> ProviderSettings {
         self.settings
     }

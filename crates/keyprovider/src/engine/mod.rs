@@ -159,6 +159,11 @@ pub trait Engine: Send + Sync + 'static {
     fn rsa_decrypt(&self, lanes: &[RsaLane<'_>]) -> Vec<LaneResult> {
         self.rsa_private(lanes)
     }
+    /// Whether [`rsa_decrypt`](Self::rsa_decrypt) can work: a token that refuses raw RSA
+    /// decryption says no, and its certificate's contexts leave out the RSA key exchange.
+    fn rsa_decrypt_supported(&self) -> bool {
+        true
+    }
     /// The engine's own pool, for engines that block (see [`Executor`]); `None` for the rest.
     fn executor(&self) -> Option<&dyn Executor> {
         None

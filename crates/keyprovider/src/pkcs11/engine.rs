@@ -276,6 +276,10 @@ impl Engine for Pkcs11Engine {
             .collect()
     }
 
+    fn rsa_decrypt_supported(&self) -> bool {
+        self.decrypt
+    }
+
     fn executor(&self) -> Option<&dyn Executor> {
         Some(&self.pool)
     }

@@ -79,7 +79,7 @@ pub fn build(
                     field = %cfg.path,
                     token = %found.label,
                     "the token offers no raw RSA decryption (CKM_RSA_X_509): RSA key exchange \
-                     fails for this certificate (ECDHE suites are unaffected)"
+                     turned off for this certificate (ECDHE suites are unaffected)"
                 );
             }
             ok

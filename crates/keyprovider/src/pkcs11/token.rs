@@ -120,8 +120,20 @@ pub fn find_token(ctx: &Pkcs11, cfg: &Pkcs11Config) -> Result<FoundToken, TokenE
         .map_err(|e| describe("C_GetSlotList", &e))?;
     let mut seen = Vec::new();
     for slot in slots {
-        let Ok(info) = ctx.get_token_info(slot) else {
-            continue;
+        // A token being rewritten (another process logging in) can fail to read once.
+        let info = match ctx.get_token_info(slot).or_else(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            ctx.get_token_info(slot)
+        }) {
+            Ok(info) => info,
+            Err(e) => {
+                seen.push(format!(
+                    "slot {}: {}",
+                    slot.id(),
+                    describe("C_GetTokenInfo", &e)
+                ));
+                continue;
+            }
         };
         let label = info.label().trim().to_string();
         let serial = info.serial_number().trim().to_string();

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::softhsm::{hsm, Hsm, SO_PIN, TOKEN, USER_PIN};
+use crate::support::softhsm::{hsm, Hsm, PIN_TOKEN, SO_PIN, TOKEN, USER_PIN};
 use crate::support::tls_client::{handshake, ClientOpts};
 use crate::support::{self, direct_response_config, eventually, s_client, Gateway};
 
@@ -115,6 +115,38 @@ fn rsa_key_from_the_token_over_tls12_tls13_and_rsa_key_exchange() {
 }
 
 #[test]
+fn a_token_without_raw_rsa_decryption_turns_rsa_key_exchange_off() {
+    let _lock = support::shared();
+    let h = hsm();
+    let control = h.dir.join("control-noraw").display().to_string();
+    let mut env = h.env(&control);
+    env.push(("P11WRAP_NO_RAW_DECRYPT", "1"));
+    let gw = Gateway::start_with_env(
+        &direct_response_config(
+            &token_cert(h, "rsa2048", ""),
+            "            tls_params: { cipher_suites: [ECDHE-RSA-AES128-GCM-SHA256, AES128-SHA] }",
+            "",
+        ),
+        &["--concurrency", "1"],
+        &env,
+    );
+    assert!(
+        gw.log_text().contains("RSA key exchange turned off"),
+        "{}",
+        gw.log_text()
+    );
+    let port = format!("127.0.0.1:{}", gw.port);
+    let out = s_client(&["-connect", &port, "-tls1_2", "-cipher", "AES128-SHA"], "");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Cipher is (NONE)"),
+        "no RSA key exchange: {text}"
+    );
+    s_client_ok(&gw, &["-tls1_2"]);
+    assert_eq!(counter(&gw, "rsa_decrypt"), 0);
+}
+
+#[test]
 fn ecdsa_key_from_the_token_and_the_sgx_shape() {
     let _lock = support::shared();
     let h = hsm();
@@ -177,10 +209,15 @@ fn wrong_pin_and_missing_token_fail_start_up_clearly() {
     let env = h.env(&control);
     let wrong = h.dir.join("wrong.pin");
     std::fs::write(&wrong, "not-the-pin-4242").expect("pin");
-    let cert = token_cert(h, "rsa2048", "").replace(
-        &h.pin_file.display().to_string(),
-        &wrong.display().to_string(),
-    );
+    let cert = token_cert(h, "rsa2048", "")
+        .replace(
+            &h.pin_file.display().to_string(),
+            &wrong.display().to_string(),
+        )
+        .replace(
+            &format!("token_label: {TOKEN}"),
+            &format!("token_label: {PIN_TOKEN}"),
+        );
     let (code, err) =
         support::start_expect_failure(&direct_response_config(&cert, "", ""), &[], &env);
     assert_ne!(code, 0);
@@ -263,7 +300,11 @@ fn a_removed_token_fails_only_waiting_handshakes_and_sessions_reopen() {
     let opened = counter(&gw, "session_opened");
     std::fs::write(&control, "ok").expect("control");
     assert_eq!(concurrent(&gw, 4).0, 4, "{}", gw.log_text());
-    assert!(counter(&gw, "session_opened") > opened, "sessions reopened");
+    // The threads whose session the failure closed open a new one on their next operation.
+    eventually("sessions reopened", || {
+        let _ = handshake(gw.port, &ClientOpts::default());
+        counter(&gw, "session_opened") > opened
+    });
     let log = gw.log_text();
     assert_eq!(
         log.matches("engine pkcs11 failed").count(),

@@ -25,6 +25,8 @@ use cryptoki::types::AuthPin;
 
 pub const SOFTHSM: &str = "/usr/lib/softhsm/libsofthsm2.so";
 pub const TOKEN: &str = "qs-test";
+/// An empty token for wrong-PIN tests (same PINs).
+pub const PIN_TOKEN: &str = "qs-pin";
 /// Distinctive, so the tests can search logs and dumps for them.
 pub const USER_PIN: &str = "u53r-PIN-9f3b1c";
 pub const SO_PIN: &str = "s0-PIN-77aa01";
@@ -112,14 +114,24 @@ fn make() -> Hsm {
         .find(|s| ctx.get_token_info(*s).is_ok_and(|t| !t.token_initialized()))
         .expect("a free slot");
     let so = AuthPin::from(SO_PIN.to_string());
-    ctx.init_token(slot, &so, TOKEN).expect("C_InitToken");
-    {
+    let init = |slot, label: &str| {
+        ctx.init_token(slot, &so, label).expect("C_InitToken");
         let session = ctx.open_rw_session(slot).expect("session");
         session.login(UserType::So, Some(&so)).expect("SO login");
         session
             .init_pin(&AuthPin::from(USER_PIN.to_string()))
             .expect("C_InitPIN");
-    }
+    };
+    init(slot, TOKEN);
+    // A second, empty token for wrong-PIN logins: SoftHSM2 rewrites a token's files on a failed
+    // login, which a gateway reading the main token at that moment could trip over.
+    let spare = ctx
+        .get_all_slots()
+        .expect("slots")
+        .into_iter()
+        .find(|s| ctx.get_token_info(*s).is_ok_and(|t| !t.token_initialized()))
+        .expect("a free slot");
+    init(spare, PIN_TOKEN);
     let slot = ctx
         .get_slots_with_initialized_token()
         .expect("slots")
