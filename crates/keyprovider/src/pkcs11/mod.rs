@@ -54,7 +54,7 @@ pub fn build(
     scope: &str,
     measure: bool,
 ) -> Result<Built, ProviderError> {
-    let p11 = config::decode(cfg)?;
+    let mut p11 = config::decode(cfg)?;
     let fail = |reason: String| ProviderError::Invalid {
         field: cfg.path.clone(),
         reason,
@@ -63,6 +63,20 @@ pub fn build(
     let ctx = token::load_module(&p11.module).map_err(fail)?;
     let found = token::find_token(&ctx, &p11).map_err(|e| fail(e.message))?;
     let session = TokenSession::open_on(&ctx, &p11, &pin, &found).map_err(|e| fail(e.message))?;
+    // One session per pool thread, within the token's own limit (the start-up session is
+    // closed before the pool opens its own).
+    if let Some(max) = found.max_sessions {
+        let max = usize::try_from(max).unwrap_or(usize::MAX).max(1);
+        if p11.pool_size > max {
+            tracing::warn!(
+                field = %cfg.path,
+                token = %found.label,
+                "pool_size {} is above the token's session limit: {max} sessions",
+                p11.pool_size
+            );
+            p11.pool_size = max;
+        }
+    }
     check_matches(&session, public).map_err(|reason| {
         fail(format!(
             "key {} on token '{}' does not match the certificate: {reason}",
@@ -103,6 +117,13 @@ pub fn build(
         None
     };
     drop(session);
+    if cfg.fallback && outer.is_none() {
+        tracing::warn!(
+            field = %cfg.path,
+            "fallback: true has no effect: the certificate gives no private_key of its own, and \
+             the token's key cannot leave the token"
+        );
+    }
     let key = match outer.filter(|_| cfg.fallback) {
         Some(k) => ProviderKey::from_pkey(k).map_err(fail)?,
         None => ProviderKey::from_public(public).map_err(fail)?,

@@ -12,7 +12,7 @@ use cryptoki::error::{Error as CkError, RvError};
 use cryptoki::mechanism::{Mechanism, MechanismType};
 use cryptoki::object::{Attribute, AttributeType, KeyType, ObjectClass, ObjectHandle};
 use cryptoki::session::{Session, UserType};
-use cryptoki::slot::Slot;
+use cryptoki::slot::{Limit, Slot};
 use cryptoki::types::AuthPin;
 
 use super::config::{hex, Pin, Pkcs11Config, WantedKey};
@@ -111,6 +111,8 @@ pub struct FoundToken {
     pub serial: String,
     pub model: String,
     pub manufacturer: String,
+    /// The most sessions the token allows (`ulMaxSessionCount`), when it says.
+    pub max_sessions: Option<u64>,
 }
 
 /// Find the token by label and/or serial among the slots that hold one now.
@@ -146,6 +148,10 @@ pub fn find_token(ctx: &Pkcs11, cfg: &Pkcs11Config) -> Result<FoundToken, TokenE
                 serial,
                 model: info.model().trim().to_string(),
                 manufacturer: info.manufacturer_id().trim().to_string(),
+                max_sessions: match info.max_session_count() {
+                    Limit::Max(n) if n > 0 => Some(n),
+                    _ => None,
+                },
             });
         }
         seen.push(format!("'{label}' (serial {serial})"));

@@ -33,10 +33,12 @@ pub const SO_PIN: &str = "s0-PIN-77aa01";
 
 /// The keys in the token: (label, CKA_ID hex).
 pub const KEYS: [(&str, &str); 3] = [("rsa2048", "01"), ("rsa3072", "02"), ("ec256", "03")];
+/// testdata's `rsa2048` key imported into the token (label `imported`): the one key a test can
+/// also hold as a plain `private_key`, for `fallback`.
+pub const IMPORTED: &str = "imported";
 
 pub struct Hsm {
     pub dir: PathBuf,
-    pub conf: PathBuf,
     /// The wrapper module (forwards to SoftHSM2; fails, stalls or slows down on command).
     pub wrapper: PathBuf,
     /// A file holding the user PIN.
@@ -49,14 +51,38 @@ impl Hsm {
         self.dir.join(format!("{label}.cert.pem"))
     }
 
-    /// Environment for a gateway using the token (with the wrapper's control file).
-    pub fn env<'a>(&'a self, control: &'a str) -> Vec<(&'a str, &'a str)> {
+    /// Environment for a gateway using the token, with the wrapper's control file `control`.
+    /// Each control file gets its own copy of the token directory (made on first use): SoftHSM2
+    /// rewrites a token's files on login, and a gateway of another test reading the same files
+    /// at that moment would not find the token.
+    pub fn env(&self, control: &str) -> Vec<(&'static str, String)> {
+        let tokens = format!("{control}.tokens");
+        let conf = format!("{control}.conf");
+        if !Path::new(&tokens).exists() {
+            let cp = Command::new("cp")
+                .arg("-a")
+                .arg(self.dir.join("tokens"))
+                .arg(&tokens)
+                .status()
+                .expect("cp runs");
+            assert!(cp.success(), "copy the token directory");
+            std::fs::write(
+                &conf,
+                format!("directories.tokendir = {tokens}\nobjectstore.backend = file\nlog.level = ERROR\n"),
+            )
+            .expect("softhsm2.conf");
+        }
         vec![
-            ("SOFTHSM2_CONF", self.conf.to_str().unwrap_or_default()),
-            ("P11WRAP_MODULE", SOFTHSM),
-            ("P11WRAP_CONTROL", control),
+            ("SOFTHSM2_CONF", conf),
+            ("P11WRAP_MODULE", SOFTHSM.to_string()),
+            ("P11WRAP_CONTROL", control.to_string()),
         ]
     }
+}
+
+/// `(name, value)` pairs as `Gateway::start_with_env` takes them.
+pub fn refs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    env.iter().map(|(k, v)| (*k, v.as_str())).collect()
 }
 
 /// The token, made on first use.
@@ -148,11 +174,11 @@ fn make() -> Hsm {
         let cert = leaf(&public, &ca_key, &ca_cert);
         std::fs::write(dir.join(format!("{label}.cert.pem")), cert).expect("cert");
     }
+    import_rsa(&session, &super::testdata("certs/rsa2048.key.pem"));
     drop(session);
     ctx.finalize().expect("C_Finalize");
     Hsm {
         dir,
-        conf,
         wrapper,
         pin_file,
     }
@@ -200,6 +226,34 @@ fn generate(session: &Session, label: &str, id: &str) -> PKey<Public> {
         .expect("C_GenerateKeyPair");
     assert_not_extractable(session, priv_h);
     public_key(session, pub_h, bits > 0)
+}
+
+/// Put a PEM RSA key into the token under [`IMPORTED`].
+fn import_rsa(session: &Session, pem: &Path) {
+    let pem = std::fs::read(pem).expect("key file");
+    let rsa = Rsa::private_key_from_pem(&pem).expect("RSA key");
+    let v = |b: Option<&boring::bn::BigNumRef>| b.expect("CRT part").to_vec();
+    session
+        .create_object(&[
+            Attribute::Class(cryptoki::object::ObjectClass::PRIVATE_KEY),
+            Attribute::KeyType(cryptoki::object::KeyType::RSA),
+            Attribute::Token(true),
+            Attribute::Private(true),
+            Attribute::Sensitive(true),
+            Attribute::Sign(true),
+            Attribute::Decrypt(true),
+            Attribute::Label(IMPORTED.as_bytes().to_vec()),
+            Attribute::Id(vec![0x10]),
+            Attribute::Modulus(rsa.n().to_vec()),
+            Attribute::PublicExponent(rsa.e().to_vec()),
+            Attribute::PrivateExponent(rsa.d().to_vec()),
+            Attribute::Prime1(v(rsa.p())),
+            Attribute::Prime2(v(rsa.q())),
+            Attribute::Exponent1(v(rsa.dmp1())),
+            Attribute::Exponent2(v(rsa.dmq1())),
+            Attribute::Coefficient(v(rsa.iqmp())),
+        ])
+        .expect("C_CreateObject");
 }
 
 /// The private key's secret attributes cannot be read.
