@@ -373,8 +373,10 @@ fn doctor_reports_module_token_key_and_rate() {
     let control = h.dir.join("control-doctor").display().to_string();
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("config.yaml");
+    // The key by CKA_ID this time (ec256 is id 03).
+    let cert = token_cert(h, "ec256", "").replace("key_label: ec256", "key_id: \"03\"");
     let text = support::render(
-        &direct_response_config(&token_cert(h, "ec256", ""), "", ""),
+        &direct_response_config(&cert, "", ""),
         support::free_port(),
         support::free_port(),
         support::free_port(),
