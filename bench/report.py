@@ -520,6 +520,27 @@ def engines_section(R, out, results_path):
     out.append("")
 
 
+def pkcs11_section(out, results_path):
+    """bench/pkcs11's table (bench/results/pkcs11.md) and its notes (bench/pkcs11-notes.md)."""
+    here = os.path.dirname(results_path)
+    table = os.path.join(here, "pkcs11.md")
+    notes = os.path.join(os.path.dirname(os.path.abspath(here)), "pkcs11-notes.md")
+    if not os.path.exists(table):
+        return
+    out.append("## PKCS#11 provider: quickshake vs nginx (OpenSSL's pkcs11 engine)\n")
+    out.append("Keys that never enter the gateway: the same SoftHSM2 token and key (generated in the token, "
+               "non-extractable) behind quickshake's `pkcs11` provider and behind nginx 1.22 with libp11's "
+               "`engine_pkcs11` (`ssl_certificate_key engine:pkcs11:pkcs11:...`), one worker each pinned to "
+               "CPU 0, `quickshake-bench` closed loop on CPU 1; p99 is connect + handshake + request. "
+               "*Added latency*: the `p11wrap` test module (testdata/pkcs11/p11wrap.c) sleeps that long in "
+               "every signature, as a network HSM or an enclave would. Written by `bench/pkcs11`.\n")
+    for path in [table, notes]:
+        if os.path.exists(path):
+            with open(path) as f:
+                out.append(f.read().rstrip() + "\n")
+    out.append("")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("results")
@@ -549,6 +570,7 @@ def main():
     gateway_section(R, out, a.img)
     providers_section(R, out, a.img)
     engines_section(R, out, a.results)
+    pkcs11_section(out, a.results)
     proxy_section(R, out)
     open_section(R, out, a.img)
     fortio_section(R, out)

@@ -35,7 +35,8 @@ pub(crate) fn redacted(v: &Value) -> Value {
     copy
 }
 
-/// Walk the tree; `secret` is true below a `private_key` or `session_ticket_keys` field.
+/// Walk the tree; `secret` is true below a `private_key`, `session_ticket_keys`, `password`
+/// or PIN (`user_pin`, `usr_pin`, `so_pin`) field.
 fn redact(v: &mut Value, secret: bool) {
     match v {
         Value::Object(map) => {
@@ -43,7 +44,13 @@ fn redact(v: &mut Value, secret: bool) {
                 let below_secret = secret
                     || matches!(
                         key.as_str(),
-                        "private_key" | "session_ticket_keys" | "password"
+                        "private_key"
+                            | "session_ticket_keys"
+                            | "password"
+                            // PKCS#11 PINs: ours, and Envoy's `sgx` provider's inline ones.
+                            | "user_pin"
+                            | "usr_pin"
+                            | "so_pin"
                     );
                 if below_secret
                     && matches!(
@@ -86,13 +93,23 @@ mod tests {
             "d": {"private_key_provider": {"typed_config": {"private_key": {"inline_bytes": "U0VDUkVUMw=="}, "poll_delay": "0.01s"}}},
             "e": {"certificate_chain": {"inline_string": "PUBLIC"}},
             "f": {"private_key": "SECRET4"},
+            "g": {"typed_config": {"usr_pin": "SECRET5", "so_pin": "SECRET6", "key_label": "k"}},
+            "h": {"typed_config": {"user_pin": {"inline_string": "SECRET7"}}},
         });
         redact(&mut v, false);
         let s = v.to_string();
-        for secret in ["SECRET1", "U0VDUkVUMg==", "U0VDUkVUMw==", "SECRET4"] {
+        for secret in [
+            "SECRET1",
+            "U0VDUkVUMg==",
+            "U0VDUkVUMw==",
+            "SECRET4",
+            "SECRET5",
+            "SECRET6",
+            "SECRET7",
+        ] {
             assert!(!s.contains(secret), "{secret} in {s}");
         }
         assert!(s.contains("/k.pem") && s.contains("\"/t\"") && s.contains("PUBLIC"));
-        assert!(s.contains("0.01s"));
+        assert!(s.contains("0.01s") && s.contains("\"k\""));
     }
 }

@@ -65,7 +65,7 @@ pub fn decode(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderError>
         "qat" => decode_qat(cfg),
         other => Err(invalid(
             format!("{}.provider_name", cfg.path),
-            format!("unknown provider '{other}' (known: cryptomb, qat, quickshake.batching)"),
+            format!("unknown provider '{other}' (known: cryptomb, pkcs11, qat, quickshake.batching, sgx)"),
         )),
     }
 }

@@ -25,7 +25,9 @@ pub enum KeyType {
 /// One private key as providers use it. `Debug` prints the type only.
 pub struct ProviderKey {
     pub key_type: KeyType,
-    pub pkey: PKey<Private>,
+    /// The key in-process; `None` for a key that stays in a token (PKCS#11), whose parts hold
+    /// the public values only.
+    pub pkey: Option<PKey<Private>>,
     pub rsa: Option<RsaKeyParts>,
     pub ec: Option<EcKeyParts>,
     /// For verifying every RSA result before it leaves the provider.
@@ -101,7 +103,7 @@ impl ProviderKey {
         .map_err(|e| e.to_string())?;
         Ok(Arc::new(ProviderKey {
             key_type: KeyType::Rsa { bits },
-            pkey,
+            pkey: Some(pkey),
             rsa: Some(parts),
             ec: None,
             rsa_public: Some(public),
@@ -135,12 +137,75 @@ impl ProviderKey {
         };
         Ok(Arc::new(ProviderKey {
             key_type: KeyType::EcdsaP256,
-            pkey,
+            pkey: Some(pkey),
             rsa: None,
             ec: Some(parts),
             rsa_public: None,
             ec_public: Some(public),
         }))
+    }
+
+    /// A key held outside the process (a token): public parts only, from the certificate's
+    /// public key. Engines get empty secret parts; there is no software redo.
+    pub fn from_public(public: &PKey<Public>) -> Result<Arc<ProviderKey>, String> {
+        match public.id() {
+            Id::RSA => {
+                let rsa = public
+                    .rsa()
+                    .map_err(|e| format!("unreadable RSA key: {e}"))?;
+                let bits = public.bits();
+                if !RSA_BITS.contains(&bits) {
+                    return Err(format!(
+                        "RSA-{bits} is not supported: providers take RSA 1024, 2048, 3072 or 4096"
+                    ));
+                }
+                let parts = RsaKeyParts {
+                    bits,
+                    n: rsa.n().to_vec(),
+                    e: rsa.e().to_vec(),
+                    d: Vec::new(),
+                    p: Vec::new(),
+                    q: Vec::new(),
+                    dp: Vec::new(),
+                    dq: Vec::new(),
+                    qinv: Vec::new(),
+                    native: None,
+                };
+                Ok(Arc::new(ProviderKey {
+                    key_type: KeyType::Rsa { bits },
+                    pkey: None,
+                    rsa: Some(parts),
+                    ec: None,
+                    rsa_public: Some(rsa),
+                    ec_public: None,
+                }))
+            }
+            Id::EC => {
+                let ec = public
+                    .ec_key()
+                    .map_err(|e| format!("unreadable EC key: {e}"))?;
+                if ec.group().curve_name() != Some(Nid::X9_62_PRIME256V1) {
+                    return Err("only the P-256 curve is supported for ECDSA keys".into());
+                }
+                let parts = EcKeyParts {
+                    d: Vec::new(),
+                    x: Vec::new(),
+                    y: Vec::new(),
+                    native: None,
+                };
+                Ok(Arc::new(ProviderKey {
+                    key_type: KeyType::EcdsaP256,
+                    pkey: None,
+                    rsa: None,
+                    ec: Some(parts),
+                    rsa_public: None,
+                    ec_public: Some(ec),
+                }))
+            }
+            other => Err(format!(
+                "unsupported key type {other:?}: providers take RSA or ECDSA P-256 keys"
+            )),
+        }
     }
 
     /// Modulus length in bytes (RSA) or 0.

@@ -4,7 +4,8 @@
 //! checked `@type` URLs, Envoy's `fallback`), the per-worker batching queues (Envoy's timer
 //! semantics and quickshake's adaptive mode), the engine interface with its engines (Intel
 //! crypto_mb loaded at run time, our multi-buffer engines, BoringSSL software, a fault
-//! injector), and the checks around every operation: hashing and padding in, public-key
+//! injector, PKCS#11 tokens on their own pool of sessions in `pkcs11`), and the checks around
+//! every operation: hashing and padding in, public-key
 //! verification of every RSA result out.
 //!
 //! The pipeline points one way: `method` (BoringSSL's key method: hash, pad, queue) →
@@ -14,7 +15,8 @@
 //! `registry` ([`Providers`]) builds this per certificate and carries it across key rotation.
 //!
 //! It must not own sockets or event loops (it runs on the worker that calls it), takes its
-//! settings as typed [`ProviderOptions`] (it reads no environment), and never writes key
+//! settings as typed [`ProviderOptions`] (it reads no environment but the variable a `pkcs11`
+//! config names for its PIN), and never writes key
 //! material to logs, stats, errors or `Debug`. `unsafe` is confined to the crypto_mb FFI module
 //! and the thread-priority calls in `priority`, each saying why it needs it.
 #![deny(unsafe_code)]
@@ -29,6 +31,7 @@ pub mod method;
 pub mod op;
 pub mod options;
 pub mod padding;
+pub mod pkcs11;
 pub mod priority;
 pub mod provider;
 pub mod queue;

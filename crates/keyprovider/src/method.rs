@@ -34,6 +34,12 @@ impl ProviderMethod {
         &self.queues
     }
 
+    /// Whether handshakes may use the TLS 1.2 RSA key exchange with this key (false when the
+    /// key's token refuses raw RSA decryption: the context then leaves those suites out).
+    pub fn rsa_key_exchange(&self) -> bool {
+        self.key.rsa.is_none() || self.queues.provider().rsa_decrypt_supported()
+    }
+
     fn queue(&self, kind: OpKind, input: Vec<u8>) -> BoxPrivateKeyMethodFuture {
         let (op, rx) = PendingOp::new(kind, self.key.clone(), input);
         self.queues.submit(op);

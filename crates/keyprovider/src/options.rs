@@ -53,6 +53,8 @@ pub struct ProviderOptions {
     /// CPU engines compute on one lower-priority (nice 10) batch thread per worker instead of
     /// on the worker (`--batch-threads`); offload engines always wait off the worker.
     pub batch_threads: bool,
+    /// Measure each PKCS#11 token's signatures per second at setup (`quickshake doctor`).
+    pub measure_tokens: bool,
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::engine::software::{ecdsa_one, rsa_one};
-use crate::engine::{EcdsaLane, Engine, LaneError, LaneResult, RsaLane};
+use crate::engine::{EcdsaLane, Engine, Executor, LaneError, LaneResult, RsaLane};
 use crate::op::{OpClass, OpError, OpKind, OpResult, PendingOp};
 use crate::padding::rsa_result_is_valid;
 use crate::stats::ProviderStats;
@@ -24,12 +24,17 @@ pub enum Placement {
     BatchThread,
     /// On the runtime's blocking pool (offload engines, which wait rather than compute).
     Blocking,
+    /// On the engine's own bounded pool (engines with an [`Executor`], e.g. PKCS#11: one token
+    /// session per thread), with the engine's per-operation deadline enforced on the worker.
+    Pool,
 }
 
 impl Placement {
     /// Offload engines always wait off the worker; CPU engines where the options say.
     pub fn for_engine(engine: &dyn Engine, batch_threads: bool) -> Placement {
-        if engine.capabilities().offload {
+        if engine.executor().is_some() {
+            Placement::Pool
+        } else if engine.capabilities().offload {
             Placement::Blocking
         } else if batch_threads {
             Placement::BatchThread
@@ -85,6 +90,11 @@ impl ProviderCore {
         &self.engine.capabilities().name
     }
 
+    /// Whether this provider can decrypt for the TLS 1.2 RSA key exchange.
+    pub fn rsa_decrypt_supported(&self) -> bool {
+        self.engine.rsa_decrypt_supported()
+    }
+
     pub fn settings(&self) -> ProviderSettings {
         self.settings
     }
@@ -113,6 +123,10 @@ impl ProviderCore {
                 // Not on an event loop (a blocking caller): compute here.
                 Err(_) => self.process(class, batch),
             },
+            Placement::Pool => match self.engine.executor() {
+                Some(exec) => self.dispatch_to_pool(exec, class, batch),
+                None => self.process(class, batch),
+            },
             Placement::BatchThread => {
                 let caps = self.engine.capabilities();
                 // Batches that run on the scalar path anyway stay on the worker.
@@ -133,6 +147,60 @@ impl ProviderCore {
                 }
             }
         }
+    }
+
+    /// Hand a batch to the engine's pool. On an event loop, each operation's handshake waits
+    /// through a timer task on this worker: past the deadline it fails at once, whatever the
+    /// device is doing (a stalled token hangs a pool thread, never a handshake).
+    fn dispatch_to_pool(
+        self: &Arc<Self>,
+        exec: &dyn Executor,
+        class: OpClass,
+        mut batch: Vec<PendingOp>,
+    ) {
+        let deadline = exec.deadline();
+        let handle = tokio::runtime::Handle::try_current();
+        // Watched operations count as failed in their timer task when the deadline passes.
+        let watched = handle.is_ok();
+        if let Ok(handle) = handle {
+            for op in &mut batch {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let reply = std::mem::replace(&mut op.reply, tx);
+                let at = tokio::time::Instant::from_std(op.enqueued + deadline);
+                let stats = self.stats.clone();
+                handle.spawn(async move {
+                    let result = match tokio::time::timeout_at(at, rx).await {
+                        Ok(Ok(r)) => r,
+                        Ok(Err(_)) => Err(OpError::Engine("operation dropped".into())),
+                        Err(_) => {
+                            stats.failed.inc();
+                            Err(OpError::Engine("deadline passed".into()))
+                        }
+                    };
+                    let _ = reply.send(result);
+                });
+            }
+        }
+        let core = self.clone();
+        exec.execute(Box::new(move |run: bool| {
+            let (live, late): (Vec<PendingOp>, Vec<PendingOp>) = batch
+                .into_iter()
+                .partition(|op| run && op.enqueued.elapsed() < deadline);
+            for op in late {
+                if !(run && watched) {
+                    core.stats.failed.inc();
+                }
+                let why = if run {
+                    "deadline passed before it started"
+                } else {
+                    "queue full"
+                };
+                let _ = op.reply.send(Err(OpError::Engine(why.into())));
+            }
+            if !live.is_empty() {
+                core.process(class, live);
+            }
+        }));
     }
 
     /// Compute one batch and reply to every operation in it, on the calling thread.
@@ -202,6 +270,9 @@ impl ProviderCore {
                     .collect();
                 if lanes.len() != batch.len() {
                     return vec![Err(LaneError::Unsupported); batch.len()];
+                }
+                if batch.iter().all(|op| op.kind == OpKind::RsaDecrypt) {
+                    return self.engine.rsa_decrypt(&lanes);
                 }
                 self.engine.rsa_private(&lanes)
             }

@@ -29,6 +29,7 @@ use crate::error::ProviderError;
 use crate::key::ProviderKey;
 use crate::method::ProviderMethod;
 use crate::options::ProviderOptions;
+use crate::pkcs11;
 use crate::provider::{Placement, ProviderCore, ProviderSettings};
 use crate::queue::Queues;
 use crate::stats::ProviderStats;
@@ -58,6 +59,8 @@ pub struct ProviderReport {
     pub fallback: bool,
     pub fallback_active: bool,
     pub reason: String,
+    /// PKCS#11 providers: module, token, key type, signatures/s measured (doctor only).
+    pub token: Option<Value>,
 }
 
 impl ProviderReport {
@@ -71,6 +74,7 @@ impl ProviderReport {
             "fallback": self.fallback,
             "fallback_active": self.fallback_active,
             "why": self.reason,
+            "pkcs11": self.token,
         })
     }
 }
@@ -183,6 +187,9 @@ impl Providers {
         public: &PKey<Public>,
         scope: &str,
     ) -> Result<KeySetup, ProviderError> {
+        if pkcs11::is_pkcs11(cfg) {
+            return self.setup_pkcs11(cfg, outer, public, scope);
+        }
         let decoded = config::decode(cfg)?;
         let key = load_provider_key(cfg, &decoded.private_key, public)?;
         let settings = Settings::of(cfg, &decoded);
@@ -256,6 +263,10 @@ impl Providers {
         public: &PKey<Public>,
         scope: &str,
     ) -> Result<KeySetup, ProviderError> {
+        if pkcs11::is_pkcs11(cfg) {
+            // A token's pool is built per setup; nothing live to join.
+            return self.setup(cfg, outer, public, scope);
+        }
         let decoded = config::decode(cfg)?;
         let settings = Settings::of(cfg, &decoded);
         let Some((queues, description)) = self.live_in_scope(scope, &settings) else {
@@ -288,6 +299,71 @@ impl Providers {
                 queues.upgrade().map(|q| (q, description.clone()))
             }
             _ => None,
+        })
+    }
+
+    /// A `pkcs11` (or `sgx`) provider: the token checked at start, its own pool of sessions,
+    /// through the same queue, provider checks and stats as every engine. Built anew on each
+    /// setup (the token holds the key: a certificate rotation re-checks it).
+    fn setup_pkcs11(
+        &self,
+        cfg: &PrivateKeyProvider,
+        outer: Option<PKey<Private>>,
+        public: &PKey<Public>,
+        scope: &str,
+    ) -> Result<KeySetup, ProviderError> {
+        let built = pkcs11::build(
+            cfg,
+            outer,
+            public,
+            &self.store,
+            scope,
+            self.options.measure_tokens,
+        )?;
+        let stats = ProviderStats::new(&self.store, scope);
+        stats.set_engine("pkcs11");
+        let engine: Arc<dyn Engine> = built.engine;
+        let placement = Placement::for_engine(engine.as_ref(), false);
+        let core = Arc::new(ProviderCore::new(
+            engine,
+            ProviderSettings {
+                use_crossover: false,
+                fallback: cfg.fallback,
+                placement,
+            },
+            stats,
+        ));
+        // One lane: every operation goes to the pool at once.
+        let queues = Arc::new(Queues::new(
+            BatchingMode::Adaptive,
+            Duration::from_millis(1),
+            core,
+        ));
+        if let Ok(mut r) = self.reports.lock() {
+            r.retain(|old| old.field != cfg.path);
+            r.push(ProviderReport {
+                field: cfg.path.clone(),
+                provider_name: cfg.provider_name.clone(),
+                engine: Some("pkcs11".into()),
+                batching: None,
+                poll_delay_ms: 0.0,
+                fallback: cfg.fallback,
+                fallback_active: false,
+                reason: built.description.clone(),
+                token: Some(json!({
+                    "description": built.description,
+                    "key_type": built.key_type,
+                    "signatures_per_s": built.measured_per_s,
+                })),
+            });
+        }
+        let description = format!(
+            "{} ({}, fallback {})",
+            cfg.provider_name, built.description, cfg.fallback
+        );
+        Ok(KeySetup::Provider {
+            method: ProviderMethod::new(queues, built.key),
+            description,
         })
     }
 
@@ -379,7 +455,12 @@ impl Providers {
             "no usable accelerated engine ({reason}); fallback: using the key in-process"
         );
         self.report(cfg, decoded, None, true, reason);
-        let key = outer.unwrap_or_else(|| key.pkey.clone());
+        let Some(key) = outer.or_else(|| key.pkey.clone()) else {
+            return Err(ProviderError::Invalid {
+                field: cfg.path.clone(),
+                reason: "fallback needs the certificate's own private_key".into(),
+            });
+        };
         Ok(KeySetup::Inline {
             key,
             description: format!(
@@ -413,6 +494,7 @@ impl Providers {
                 fallback: cfg.fallback,
                 fallback_active,
                 reason,
+                token: None,
             });
         }
     }
@@ -442,7 +524,7 @@ fn load_provider_key(
         tracing::warn!(field = %field, "{warning}");
     }
     let key = ProviderKey::from_pem(&pem, &field, &file)?;
-    if !key.pkey.public_eq(public) {
+    if !key.pkey.as_ref().is_some_and(|k| k.public_eq(public)) {
         return Err(ProviderError::Key {
             field,
             file,

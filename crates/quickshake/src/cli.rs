@@ -210,6 +210,7 @@ impl Cli {
                 crypto_mb_dir: self.crypto_mb_dir.clone(),
             },
             batch_threads: self.batch_threads,
+            measure_tokens: false,
         }
     }
 }

@@ -54,6 +54,11 @@ fn build(config: ConfigArgs<'_>, concurrency: usize, options: ProviderOptions) -
     let probe = crypto_mb::probe(&options.engines);
     let cpus_online = cpu_info().processors;
     let store = Store::new();
+    // PKCS#11 tokens: measure signatures per second while their keys are checked.
+    let options = ProviderOptions {
+        measure_tokens: true,
+        ..options
+    };
     let providers = Providers::new(store.clone(), options);
     let cpuset = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -229,5 +234,15 @@ fn print_text(r: &Value) {
             k["provider_name"]
         );
         println!("    why: {}", k["why"].as_str().unwrap_or(""));
+        if let Some(t) = k.get("pkcs11").filter(|t| !t.is_null()) {
+            println!(
+                "    pkcs11: {} key, {}",
+                t["key_type"].as_str().unwrap_or("?"),
+                match t["signatures_per_s"].as_f64() {
+                    Some(r) => format!("{r:.0} signatures/s measured on one session"),
+                    None => "signatures/s not measured".into(),
+                }
+            );
+        }
     }
 }

@@ -249,6 +249,12 @@ fn build_cert_context(
                     method,
                     description,
                 } => {
+                    if !method.rsa_key_exchange() {
+                        // The key's token cannot decrypt with raw RSA (a PKCS#11 provider
+                        // said so, logged): this certificate offers no RSA key exchange.
+                        b.set_cipher_list(&without_rsa_key_exchange(&cipher_list(tls)))
+                            .map_err(ssl_err)?;
+                    }
                     b.set_async_private_key_method(method);
                     Some(description)
                 }
@@ -278,6 +284,36 @@ fn plain_key(
     load_key(ds, &format!("{}.private_key", cert.path), public)
 }
 
+/// The configured TLS 1.2 cipher list (`tls_params.cipher_suites`, else Envoy's default).
+fn cipher_list(tls: &DownstreamTls) -> String {
+    if tls.params.cipher_suites.is_empty() {
+        DEFAULT_CIPHERS.to_string()
+    } else {
+        tls.params.cipher_suites.join(":")
+    }
+}
+
+/// A cipher list without the RSA key exchange suites. BoringSSL refuses `!kRSA` beside
+/// equal-preference groups (`[A|B]`), so a list with groups loses its non-ECDHE names instead.
+fn without_rsa_key_exchange(list: &str) -> String {
+    if !list.contains('[') {
+        return format!("{list}:!kRSA");
+    }
+    let keep = |name: &str| name.starts_with("ECDHE") || name.contains("PSK");
+    list.split(':')
+        .filter_map(
+            |item| match item.strip_prefix('[').and_then(|g| g.strip_suffix(']')) {
+                Some(group) => {
+                    let names: Vec<&str> = group.split('|').filter(|n| keep(n)).collect();
+                    (!names.is_empty()).then(|| format!("[{}]", names.join("|")))
+                }
+                None => keep(item).then(|| item.to_string()),
+            },
+        )
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 /// Settings shared by every certificate's context of a chain; `tickets` are the chain's session
 /// ticket keys.
 fn configure_common(
@@ -295,11 +331,7 @@ fn configure_common(
         .map_err(|e| bad("tls_params.tls_minimum_protocol_version", e))?;
     b.set_max_proto_version(Some(version(p.max_version.unwrap_or(TlsVersion::Tls1_3))))
         .map_err(|e| bad("tls_params.tls_maximum_protocol_version", e))?;
-    let ciphers = if p.cipher_suites.is_empty() {
-        DEFAULT_CIPHERS.to_string()
-    } else {
-        p.cipher_suites.join(":")
-    };
+    let ciphers = cipher_list(tls);
     b.set_cipher_list(&ciphers)
         .map_err(|e| bad("tls_params.cipher_suites", e))?;
     if !tls.prefer_client_ciphers {
@@ -571,6 +603,18 @@ mod tests {
 
     fn choose(certs: &[(KeyKind, bool)], wants_ecdsa: bool) -> usize {
         choose_certificate(certs, wants_ecdsa, |c| *c)
+    }
+
+    #[test]
+    fn rsa_key_exchange_is_left_out() {
+        assert_eq!(
+            without_rsa_key_exchange("ECDHE-RSA-AES128-GCM-SHA256:AES128-SHA"),
+            "ECDHE-RSA-AES128-GCM-SHA256:AES128-SHA:!kRSA"
+        );
+        assert_eq!(
+            without_rsa_key_exchange("[ECDHE-RSA-AES128-GCM-SHA256|AES128-GCM-SHA256]:[AES128-SHA]:ECDHE-PSK-AES128-CBC-SHA"),
+            "[ECDHE-RSA-AES128-GCM-SHA256]:ECDHE-PSK-AES128-CBC-SHA"
+        );
     }
 
     #[test]

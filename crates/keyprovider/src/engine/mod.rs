@@ -11,6 +11,7 @@ pub mod mbmath;
 pub mod software;
 
 use std::fmt;
+use std::time::Duration;
 
 /// What an engine can do, for `doctor`, `/config_dump` and the batching decision.
 #[derive(Debug, Clone)]
@@ -129,6 +130,20 @@ pub enum LaneError {
 /// Per-lane outcome: the result bytes (RSA: big-endian, modulus length; ECDSA: DER signature).
 pub type LaneResult = Result<Vec<u8>, LaneError>;
 
+/// A job for an engine's own threads: `true` runs it, `false` rejects it (its operations fail
+/// without reaching the engine: the engine's queue is full).
+pub type PoolJob = Box<dyn FnOnce(bool) + Send + 'static>;
+
+/// An engine that blocks (a PKCS#11 token, a remote signer) and brings its own bounded pool
+/// of threads, each with its own device session: the provider hands it whole batches.
+pub trait Executor: Send + Sync {
+    /// Queue a job for a pool thread; a full pool calls `job(false)` on the calling thread.
+    fn execute(&self, job: PoolJob);
+    /// The most an operation may take from queueing to result: past it the waiting handshake
+    /// fails, whatever the device is doing, and a queued operation is not started.
+    fn deadline(&self) -> Duration;
+}
+
 /// A computing engine. Implementations must be constant-time in the secret inputs, say how that
 /// is checked, and never log key material.
 pub trait Engine: Send + Sync + 'static {
@@ -138,4 +153,19 @@ pub trait Engine: Send + Sync + 'static {
     fn rsa_private(&self, lanes: &[RsaLane<'_>]) -> Vec<LaneResult>;
     /// Sign up to `capabilities().lanes` ECDSA P-256 digests. One result per lane, in order.
     fn ecdsa_sign(&self, lanes: &[EcdsaLane<'_>]) -> Vec<LaneResult>;
+    /// RSA decryption (the TLS 1.2 RSA key exchange): the same raw operation as
+    /// [`rsa_private`](Self::rsa_private), for engines that tell the two apart (a token's key
+    /// usage); only batches holding decryptions alone come here.
+    fn rsa_decrypt(&self, lanes: &[RsaLane<'_>]) -> Vec<LaneResult> {
+        self.rsa_private(lanes)
+    }
+    /// Whether [`rsa_decrypt`](Self::rsa_decrypt) can work: a token that refuses raw RSA
+    /// decryption says no, and its certificate's contexts leave out the RSA key exchange.
+    fn rsa_decrypt_supported(&self) -> bool {
+        true
+    }
+    /// The engine's own pool, for engines that block (see [`Executor`]); `None` for the rest.
+    fn executor(&self) -> Option<&dyn Executor> {
+        None
+    }
 }

@@ -29,6 +29,7 @@ mod ops_health;
 mod provider_batching;
 mod provider_engines;
 mod provider_faults;
+mod provider_pkcs11;
 mod provider_seed;
 mod proxy_grpc_ws;
 mod proxy_http;

@@ -5,6 +5,7 @@ pub mod control_plane;
 pub mod envoy;
 pub mod ocsp_pki;
 pub mod providers;
+pub mod softhsm;
 pub mod tls_client;
 pub mod upstreams;
 pub mod xds;

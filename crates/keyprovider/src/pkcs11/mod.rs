@@ -1,0 +1,225 @@
+//! The `pkcs11` provider: keys that never enter the gateway. Signs and decrypts through any
+//! PKCS#11 module (SoftHSM2, a network HSM, an SGX enclave's PKCS#11 library, a cloud KMS
+//! shim); Envoy's `sgx` provider shape maps onto it.
+//!
+//! [`build`] checks at start-up that the module loads, the token is there, the PIN logs in,
+//! the key is found and matches the certificate (a test digest is signed by the token and
+//! verified with the certificate's public key), and says which token and key it found. The
+//! operations then run on the engine's bounded pool ([`engine`]), never on a worker, through
+//! the provider framework like any engine: so every result is checked with the public key
+//! before it leaves the provider. The PIN is read once and never logged, dumped or printed.
+
+pub mod config;
+pub mod engine;
+pub mod token;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use boring::hash::MessageDigest;
+use boring::pkey::{PKey, Private, Public};
+use quickshake_config::PrivateKeyProvider;
+use quickshake_stats::Store;
+
+use crate::error::ProviderError;
+use crate::key::ProviderKey;
+use crate::padding::{pkcs1_v15, rsa_result_is_valid, Digest};
+use config::Pkcs11Config;
+use engine::{Pkcs11Engine, Pkcs11Stats};
+use token::{FoundToken, TokenKeyType, TokenSession};
+
+/// What [`build`] found and made.
+pub struct Built {
+    pub engine: Arc<Pkcs11Engine>,
+    pub key: Arc<ProviderKey>,
+    /// Module, token and key, for the log, `doctor` and `/config_dump`.
+    pub description: String,
+    pub key_type: String,
+    /// Signatures per second measured at start (only when asked: `doctor`).
+    pub measured_per_s: Option<f64>,
+}
+
+/// Whether a `private_key_provider` is decoded here rather than by the batching providers.
+pub fn is_pkcs11(cfg: &PrivateKeyProvider) -> bool {
+    matches!(cfg.provider_name.as_str(), "pkcs11" | "sgx")
+}
+
+/// Open the token, find and check the key, start the pool. `outer` is the certificate's own
+/// key: with `fallback: true` a failing token's operations are redone with it.
+pub fn build(
+    cfg: &PrivateKeyProvider,
+    outer: Option<PKey<Private>>,
+    public: &PKey<Public>,
+    store: &Store,
+    scope: &str,
+    measure: bool,
+) -> Result<Built, ProviderError> {
+    let mut p11 = config::decode(cfg)?;
+    let fail = |reason: String| ProviderError::Invalid {
+        field: cfg.path.clone(),
+        reason,
+    };
+    let pin = p11.pin.read(&p11.pin_field)?;
+    let ctx = token::load_module(&p11.module).map_err(fail)?;
+    let found = token::find_token(&ctx, &p11).map_err(|e| fail(e.message))?;
+    let session = TokenSession::open_on(&ctx, &p11, &pin, &found).map_err(|e| fail(e.message))?;
+    // One session per pool thread, within the token's own limit (the start-up session is
+    // closed before the pool opens its own).
+    if let Some(max) = found.max_sessions {
+        let max = usize::try_from(max).unwrap_or(usize::MAX).max(1);
+        if p11.pool_size > max {
+            tracing::warn!(
+                field = %cfg.path,
+                token = %found.label,
+                "pool_size {} is above the token's session limit: {max} sessions",
+                p11.pool_size
+            );
+            p11.pool_size = max;
+        }
+    }
+    check_matches(&session, public).map_err(|reason| {
+        fail(format!(
+            "key {} on token '{}' does not match the certificate: {reason}",
+            p11.key_name(),
+            found.label
+        ))
+    })?;
+    let info = session.info.clone();
+    let decrypt = match info.key_type {
+        TokenKeyType::Rsa { .. } => {
+            let ok = token::raw_rsa_decrypt_supported(&ctx, found.slot);
+            if !ok {
+                tracing::warn!(
+                    field = %cfg.path,
+                    token = %found.label,
+                    "the token offers no raw RSA decryption (CKM_RSA_X_509): RSA key exchange \
+                     turned off for this certificate (ECDHE suites are unaffected)"
+                );
+            }
+            ok
+        }
+        TokenKeyType::EcdsaP256 => false,
+    };
+    if info.extractable || !info.sensitive {
+        tracing::warn!(
+            field = %cfg.path,
+            token = %found.label,
+            "the token's key is extractable or not sensitive: it can leave the token"
+        );
+    }
+    let measured_per_s = if measure {
+        Some(measure_rate(
+            &session,
+            &info.key_type,
+            Duration::from_millis(500),
+        ))
+    } else {
+        None
+    };
+    drop(session);
+    if cfg.fallback && outer.is_none() {
+        tracing::warn!(
+            field = %cfg.path,
+            "fallback: true has no effect: the certificate gives no private_key of its own, and \
+             the token's key cannot leave the token"
+        );
+    }
+    let key = match outer.filter(|_| cfg.fallback) {
+        Some(k) => ProviderKey::from_pkey(k).map_err(fail)?,
+        None => ProviderKey::from_public(public).map_err(fail)?,
+    };
+    let description = describe(&p11, &found, &info);
+    let key_type = info.key_type.to_string();
+    let engine = Pkcs11Engine::start(ctx, p11, pin, Pkcs11Stats::new(store, scope), decrypt)
+        .map_err(fail)?;
+    tracing::info!(field = %cfg.path, "PKCS#11 key found: {description}");
+    Ok(Built {
+        engine: Arc::new(engine),
+        key,
+        description,
+        key_type,
+        measured_per_s,
+    })
+}
+
+fn describe(p11: &Pkcs11Config, t: &FoundToken, k: &token::KeyInfo) -> String {
+    format!(
+        "module {}, token '{}' (serial {}, {} {}), key '{}' id {} ({}{}), pool {} sessions, deadline {:?}",
+        p11.module.display(),
+        t.label,
+        t.serial,
+        t.manufacturer,
+        t.model,
+        k.label,
+        if k.id.is_empty() { "-" } else { &k.id },
+        k.key_type,
+        if !k.extractable && k.sensitive {
+            ", non-extractable"
+        } else {
+            ", EXTRACTABLE"
+        },
+        p11.pool_size,
+        p11.deadline
+    )
+}
+
+const CHECK_MESSAGE: &[u8] = b"quickshake pkcs11 start-up check";
+
+/// Sign a test digest with the token and verify it with the certificate's public key.
+fn check_matches(session: &TokenSession, public: &PKey<Public>) -> Result<(), String> {
+    match session.info.key_type {
+        TokenKeyType::Rsa { .. } => {
+            let rsa = public
+                .rsa()
+                .map_err(|_| "the certificate's key is not RSA, the token's is".to_string())?;
+            if rsa.n().to_vec() != session.info.modulus {
+                return Err("different RSA modulus".into());
+            }
+            let block = pkcs1_v15(Digest::Sha256, CHECK_MESSAGE, rsa.size() as usize)
+                .map_err(|e| format!("padding: {e:?}"))?;
+            let sig = session.rsa_sign_raw(&block).map_err(|e| e.message)?;
+            if rsa_result_is_valid(&rsa, &block, &sig) {
+                Ok(())
+            } else {
+                Err("the test signature does not verify".into())
+            }
+        }
+        TokenKeyType::EcdsaP256 => {
+            let ec = public
+                .ec_key()
+                .map_err(|_| "the certificate's key is not EC, the token's is".to_string())?;
+            let digest = boring::hash::hash(MessageDigest::sha256(), CHECK_MESSAGE)
+                .map_err(|e| e.to_string())?;
+            let der = session.ecdsa_sign(&digest).map_err(|e| e.message)?;
+            let sig = boring::ecdsa::EcdsaSig::from_der(&der).map_err(|e| e.to_string())?;
+            if sig.verify(&digest, &ec).unwrap_or(false) {
+                Ok(())
+            } else {
+                Err("the test signature does not verify".into())
+            }
+        }
+    }
+}
+
+/// Signatures per second on one session, for `doctor`.
+fn measure_rate(session: &TokenSession, kt: &TokenKeyType, for_at_least: Duration) -> f64 {
+    let started = Instant::now();
+    let mut n = 0u32;
+    let block = match kt {
+        TokenKeyType::Rsa { bits } => {
+            pkcs1_v15(Digest::Sha256, CHECK_MESSAGE, *bits as usize / 8).unwrap_or_default()
+        }
+        TokenKeyType::EcdsaP256 => vec![7u8; 32],
+    };
+    while started.elapsed() < for_at_least || n == 0 {
+        let ok = match kt {
+            TokenKeyType::Rsa { .. } => session.rsa_sign_raw(&block).is_ok(),
+            TokenKeyType::EcdsaP256 => session.ecdsa_sign(&block).is_ok(),
+        };
+        if !ok {
+            return 0.0;
+        }
+        n += 1;
+    }
+    f64::from(n) / started.elapsed().as_secs_f64()
+}
