@@ -1,15 +1,18 @@
 //! The TLS client every connection of a run shares: protocol versions, groups, signature
 //! algorithms, ciphers, ALPN, verification and client certificates, and whether sessions are
-//! offered at all (without them, no handshake can be anything but full).
+//! offered at all (without them, no handshake can be anything but full); and the same
+//! options as a BoringSSL context for the QUIC client (`--h3`).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use boring::ex_data::Index;
 use boring::ssl::{
-    Ssl, SslConnector, SslMethod, SslOptions, SslSession, SslSessionCacheMode,
-    SslSignatureAlgorithm, SslVerifyMode, SslVersion,
+    Ssl, SslConnector, SslContextBuilder, SslInfoCallbackMode, SslMethod, SslOptions, SslRef,
+    SslSession, SslSessionCacheMode, SslSignatureAlgorithm, SslVerifyMode, SslVersion,
 };
+
+use crate::report::Negotiated;
 
 /// TLS protocol version pinned with `--tls`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,22 +88,18 @@ pub(super) fn sigalg_name(alg: SslSignatureAlgorithm) -> String {
         .unwrap_or_else(|| format!("{alg:?}"))
 }
 
-/// Builds the one `SslConnector` every connection uses.
-///
-/// Without session offering: no tickets (`NO_TICKET`) and session cache `OFF`, so no
-/// handshake can be anything but full. With it: the client cache mode hands each new
-/// session to the slot stored in the connection's ex-data.
-pub fn build_connector(
+fn setup_err(what: &str, err: boring::error::ErrorStack) -> String {
+    format!("TLS setup, {what}: {err}")
+}
+
+/// What the TCP and QUIC clients share: protocol versions `min..=max`, groups, signature
+/// algorithms, TLS 1.2 ciphers, verification and the client certificate.
+fn configure(
+    b: &mut SslContextBuilder,
     tls: &TlsOptions,
-    offer_sessions: bool,
-) -> Result<(SslConnector, Index<Ssl, SessionSlot>), String> {
-    let e = |what: &str, err: boring::error::ErrorStack| format!("TLS setup, {what}: {err}");
-    let mut b = SslConnector::builder(SslMethod::tls()).map_err(|x| e("builder", x))?;
-    let (min, max) = match tls.version {
-        Some(TlsVersion::V12) => (SslVersion::TLS1_2, SslVersion::TLS1_2),
-        Some(TlsVersion::V13) => (SslVersion::TLS1_3, SslVersion::TLS1_3),
-        None => (SslVersion::TLS1_2, SslVersion::TLS1_3),
-    };
+    (min, max): (SslVersion, SslVersion),
+) -> Result<(), String> {
+    let e = setup_err;
     b.set_min_proto_version(Some(min))
         .map_err(|x| e("min version", x))?;
     b.set_max_proto_version(Some(max))
@@ -125,18 +124,18 @@ pub fn build_connector(
         b.set_cipher_list(c)
             .map_err(|x| e(&format!("cipher list {c:?}"), x))?;
     }
-    if let Some(alpn) = tls.alpn {
-        let wire: &[u8] = match alpn {
-            Alpn::H1 => b"\x08http/1.1",
-            Alpn::H2 => b"\x02h2",
-        };
-        b.set_alpn_protos(wire).map_err(|x| e("alpn", x))?;
-    }
     if tls.insecure {
         b.set_verify(SslVerifyMode::NONE);
-    } else if let Some(ca) = &tls.cacert {
-        b.set_ca_file(ca)
-            .map_err(|x| e(&format!("--cacert {}", ca.display()), x))?;
+    } else {
+        b.set_verify(SslVerifyMode::PEER);
+        match &tls.cacert {
+            Some(ca) => b
+                .set_ca_file(ca)
+                .map_err(|x| e(&format!("--cacert {}", ca.display()), x))?,
+            None => b
+                .set_default_verify_paths()
+                .map_err(|x| e("default CA paths", x))?,
+        }
     }
     match (&tls.cert, &tls.key) {
         (Some(cert), Some(key)) => {
@@ -149,6 +148,46 @@ pub fn build_connector(
         }
         (None, None) => {}
         _ => return Err("--cert and --key go together".to_string()),
+    }
+    Ok(())
+}
+
+/// What a finished handshake negotiated.
+pub(super) fn negotiated_of(ssl: &SslRef) -> Negotiated {
+    Negotiated {
+        version: ssl.version_str().to_string(),
+        cipher: ssl.current_cipher().map(|c| c.name().to_string()),
+        group: ssl.curve_name().map(str::to_string),
+        signature_algorithm: ssl.peer_signature_algorithm().map(sigalg_name),
+        alpn: ssl
+            .selected_alpn_protocol()
+            .map(|p| String::from_utf8_lossy(p).into_owned()),
+    }
+}
+
+/// Builds the one `SslConnector` every connection uses.
+///
+/// Without session offering: no tickets (`NO_TICKET`) and session cache `OFF`, so no
+/// handshake can be anything but full. With it: the client cache mode hands each new
+/// session to the slot stored in the connection's ex-data.
+pub fn build_connector(
+    tls: &TlsOptions,
+    offer_sessions: bool,
+) -> Result<(SslConnector, Index<Ssl, SessionSlot>), String> {
+    let e = setup_err;
+    let mut b = SslConnector::builder(SslMethod::tls()).map_err(|x| e("builder", x))?;
+    let versions = match tls.version {
+        Some(TlsVersion::V12) => (SslVersion::TLS1_2, SslVersion::TLS1_2),
+        Some(TlsVersion::V13) => (SslVersion::TLS1_3, SslVersion::TLS1_3),
+        None => (SslVersion::TLS1_2, SslVersion::TLS1_3),
+    };
+    configure(&mut b, tls, versions)?;
+    if let Some(alpn) = tls.alpn {
+        let wire: &[u8] = match alpn {
+            Alpn::H1 => b"\x08http/1.1",
+            Alpn::H2 => b"\x02h2",
+        };
+        b.set_alpn_protos(wire).map_err(|x| e("alpn", x))?;
     }
     let idx = Ssl::new_ex_index::<SessionSlot>().map_err(|x| e("ex index", x))?;
     if offer_sessions {
@@ -165,6 +204,31 @@ pub fn build_connector(
         b.set_session_cache_mode(SslSessionCacheMode::OFF);
     }
     Ok((b.build(), idx))
+}
+
+/// The BoringSSL context of the QUIC client (`--h3`): TLS 1.3 only, the same groups,
+/// signature algorithms, verification and client certificate as the TCP client, no
+/// tickets; ALPN `h3` is quiche's to set. The first finished handshake's parameters go into
+/// `negotiated` (quiche does not hand out its `SSL`, its info callback does).
+pub fn build_quic_context(
+    tls: &TlsOptions,
+    negotiated: Arc<OnceLock<Negotiated>>,
+) -> Result<SslContextBuilder, String> {
+    if tls.version == Some(TlsVersion::V12) {
+        return Err("--h3: QUIC is TLS 1.3 only".to_string());
+    }
+    if tls.alpn.is_some() {
+        return Err("--h3: ALPN is h3 (--alpn is for TCP)".to_string());
+    }
+    let mut b = SslContextBuilder::new(SslMethod::tls()).map_err(|x| setup_err("builder", x))?;
+    configure(&mut b, tls, (SslVersion::TLS1_3, SslVersion::TLS1_3))?;
+    b.set_options(SslOptions::NO_TICKET);
+    b.set_info_callback(move |ssl, mode, _| {
+        if mode == SslInfoCallbackMode::HANDSHAKE_DONE && negotiated.get().is_none() {
+            let _ = negotiated.set(negotiated_of(ssl));
+        }
+    });
+    Ok(b)
 }
 
 #[cfg(test)]
@@ -205,6 +269,29 @@ mod tests {
         let mut o = opts();
         o.cert = Some("/nonexistent".into());
         assert!(build_connector(&o, false).is_err());
+    }
+
+    #[test]
+    fn quic_context_is_tls13_only() {
+        let cell = Arc::new(OnceLock::new());
+        assert!(build_quic_context(
+            &TlsOptions {
+                alpn: None,
+                ..opts()
+            },
+            cell.clone()
+        )
+        .is_ok());
+        let e = build_quic_context(&opts(), cell.clone())
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("ALPN"), "{e}");
+        let mut o = TlsOptions {
+            alpn: None,
+            ..opts()
+        };
+        o.version = Some(TlsVersion::V12);
+        assert!(build_quic_context(&o, cell).is_err());
     }
 
     #[test]
