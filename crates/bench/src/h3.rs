@@ -85,7 +85,8 @@ impl H3Client {
         })
     }
 
-    /// A new connection carrying the run's request; see [`Exchange::connect`].
+    /// A new connection carrying the run's request; see [`Exchange::connect`] (an IP address
+    /// as `server_name` is not sent as SNI, see [`sni`]).
     pub fn connect(
         &self,
         server_name: &str,
@@ -93,13 +94,28 @@ impl H3Client {
         peer: SocketAddr,
     ) -> Result<Exchange, H3Failure> {
         let mut config = self.config.lock().unwrap_or_else(|p| p.into_inner());
-        Exchange::connect(&mut config, server_name, local, peer, self.request.clone())
+        Exchange::connect(
+            &mut config,
+            sni(server_name),
+            local,
+            peer,
+            self.request.clone(),
+        )
     }
 
     /// [`Exchange::advance`] with the run's HTTP/3 settings.
     pub fn advance(&self, ex: &mut Exchange) -> Result<Progress, H3Failure> {
         ex.advance(&self.h3)
     }
+}
+
+/// The SNI (and name quiche verifies) for `server_name`: none for an IP address, which SNI
+/// cannot carry (RFC 6066) and Envoy refuses; its verification is set on the TLS context.
+pub fn sni(server_name: &str) -> Option<&str> {
+    let bare = server_name.trim_start_matches('[').trim_end_matches(']');
+    bare.parse::<std::net::IpAddr>()
+        .is_err()
+        .then_some(server_name)
 }
 
 /// The request headers of `GET path` (pseudo-headers first).
@@ -155,7 +171,7 @@ impl Exchange {
     /// [`send`]: Exchange::send
     pub fn connect(
         config: &mut quiche::Config,
-        server_name: &str,
+        server_name: Option<&str>,
         local: SocketAddr,
         peer: SocketAddr,
         request: Vec<h3::Header>,
@@ -164,7 +180,7 @@ impl Exchange {
         boring::rand::rand_bytes(&mut scid)
             .map_err(|e| fail(ErrorKind::Tls, format!("random connection ID: {e}")))?;
         let scid = quiche::ConnectionId::from_ref(&scid);
-        let conn = quiche::connect(Some(server_name), &scid, local, peer, config)
+        let conn = quiche::connect(server_name, &scid, local, peer, config)
             .map_err(|e| fail(ErrorKind::Tls, format!("QUIC connect: {e}")))?;
         Ok(Exchange {
             conn,
@@ -389,7 +405,7 @@ mod tests {
         let mut cc = client_config(client_ctx(verify), 5_000).unwrap();
         let mut ex = Exchange::connect(
             &mut cc,
-            "localhost",
+            Some("localhost"),
             ca,
             sa,
             request_headers("/x", "localhost:2000"),
@@ -477,5 +493,8 @@ mod tests {
         assert!(response_status(&[h3::Header::new(b":status", b"2x")]).is_err());
         assert!(response_status(&[h3::Header::new(b":status", b"42")]).is_err());
         assert!(response_status::<h3::Header>(&[]).is_err());
+        assert_eq!(sni("localhost"), Some("localhost"));
+        assert_eq!(sni("127.0.0.1"), None);
+        assert_eq!(sni("::1"), None);
     }
 }

@@ -3,6 +3,7 @@
 //! offered at all (without them, no handshake can be anything but full); and the same
 //! options as a BoringSSL context for the QUIC client (`--h3`).
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -152,6 +153,23 @@ fn configure(
     Ok(())
 }
 
+/// Every connection of the context verifies the peer's certificate against `ip`.
+fn verify_ip(b: &mut SslContextBuilder, ip: IpAddr) -> Result<(), String> {
+    use foreign_types::ForeignTypeRef;
+    // SAFETY: SSL_CTX_get0_param returns the context's own verify parameters (never null for
+    // a live context), which live as long as `b`, borrowed mutably for this whole function;
+    // SSL_new copies them into each connection.
+    #[allow(unsafe_code)]
+    let param = unsafe {
+        boring::x509::verify::X509VerifyParamRef::from_ptr_mut(boring_sys::SSL_CTX_get0_param(
+            b.as_ptr(),
+        ))
+    };
+    param
+        .set_ip(ip)
+        .map_err(|x| setup_err(&format!("verify IP {ip}"), x))
+}
+
 /// What a finished handshake negotiated.
 pub(super) fn negotiated_of(ssl: &SslRef) -> Negotiated {
     Negotiated {
@@ -210,8 +228,13 @@ pub fn build_connector(
 /// signature algorithms, verification and client certificate as the TCP client, no
 /// tickets; ALPN `h3` is quiche's to set. The first finished handshake's parameters go into
 /// `negotiated` (quiche does not hand out its `SSL`, its info callback does).
+///
+/// `server_name` as the TCP client treats it: a host name goes into SNI and is verified (by
+/// quiche, per connection); an IP address is sent nowhere (no SNI, as `boring`'s connector
+/// does: Envoy refuses an IP in SNI) and verified against the certificate's IP SANs here.
 pub fn build_quic_context(
     tls: &TlsOptions,
+    server_name: &str,
     negotiated: Arc<OnceLock<Negotiated>>,
 ) -> Result<SslContextBuilder, String> {
     if tls.version == Some(TlsVersion::V12) {
@@ -223,6 +246,9 @@ pub fn build_quic_context(
     let mut b = SslContextBuilder::new(SslMethod::tls()).map_err(|x| setup_err("builder", x))?;
     configure(&mut b, tls, (SslVersion::TLS1_3, SslVersion::TLS1_3))?;
     b.set_options(SslOptions::NO_TICKET);
+    if let (Ok(ip), false) = (server_name.parse::<IpAddr>(), tls.insecure) {
+        verify_ip(&mut b, ip)?;
+    }
     b.set_info_callback(move |ssl, mode, _| {
         if mode == SslInfoCallbackMode::HANDSHAKE_DONE && negotiated.get().is_none() {
             let _ = negotiated.set(negotiated_of(ssl));
@@ -274,24 +300,23 @@ mod tests {
     #[test]
     fn quic_context_is_tls13_only() {
         let cell = Arc::new(OnceLock::new());
-        assert!(build_quic_context(
-            &TlsOptions {
-                alpn: None,
-                ..opts()
-            },
-            cell.clone()
-        )
-        .is_ok());
-        let e = build_quic_context(&opts(), cell.clone())
-            .err()
-            .unwrap_or_default();
-        assert!(e.contains("ALPN"), "{e}");
-        let mut o = TlsOptions {
+        let o = TlsOptions {
             alpn: None,
             ..opts()
         };
+        assert!(build_quic_context(&o, "localhost", cell.clone()).is_ok());
+        let verified = TlsOptions {
+            insecure: false,
+            ..o.clone()
+        };
+        assert!(build_quic_context(&verified, "127.0.0.1", cell.clone()).is_ok());
+        let e = build_quic_context(&opts(), "localhost", cell.clone())
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("ALPN"), "{e}");
+        let mut o = o;
         o.version = Some(TlsVersion::V12);
-        assert!(build_quic_context(&o, cell).is_err());
+        assert!(build_quic_context(&o, "localhost", cell).is_err());
     }
 
     #[test]

@@ -85,7 +85,7 @@ pub async fn run(cfg: Config) -> Result<RunData, String> {
                     .to_string(),
             );
         }
-        let ctx = build_quic_context(&cfg.tls, negotiated.clone())?;
+        let ctx = build_quic_context(&cfg.tls, &cfg.server_name, negotiated.clone())?;
         let idle_ms = u64::try_from(cfg.timeout.as_millis()).unwrap_or(u64::MAX);
         Some(H3Client::new(
             ctx,
