@@ -26,6 +26,7 @@ import sys
 import time
 
 from bench import Runner, Server, background, log, meta
+from report_h3 import summary
 
 CERT = "rsa2048"
 # What runs: name -> ((kind, provider), wants QUIC). Envoy's cryptomb row is expected to fail
@@ -108,6 +109,8 @@ def main():
            "background_cpu_busy": background(bins["bench"])}
     with open(args.out, "a") as f:
         f.write(json.dumps(end, sort_keys=True) + "\n")
+    for line in summary(args.out):
+        log(line)
     bad = [r for r in run.results if not r.get("ok") and r.get("section") != "h3-start"]
     log(f"done in {time.time() - run.t0:.0f}s: {len(run.results)} points, {len(bad)} failed -> {args.out}")
 

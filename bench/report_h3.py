@@ -27,6 +27,32 @@ def brief(text, n=160):
     return " ".join(text.split())[:n]
 
 
+def negotiated(R):
+    """", TLS_AES_128_GCM_SHA256, X25519, rsa_pss_rsae_sha256" as the first QUIC run saw it."""
+    n = next((r.get("negotiated") for r in R.points if r.get("section") == "h3" and r.get("negotiated")), None)
+    if not n:
+        return ""
+    parts = [n.get("cipher"), n.get("group"), n.get("signature_algorithm") and f"`{n['signature_algorithm']}`"]
+    return ", " + ", ".join(p for p in parts if p)
+
+
+def summary(path):
+    """Console lines for bench_h3: the CPU, then each server's median QUIC and TCP figures."""
+    R = Results(path)
+    cpu = R.meta.get("cpu", {})
+    name = f"{cpu.get('model')} family {cpu.get('family')} model {cpu.get('model_number')}"
+    lines = [f"CPU: {name} ({', '.join(cpu.get('crypto_flags', []))})"
+             f"{'; noisy run: other jobs kept the cores busy' if R.noisy else ''}"]
+    for server, label in ROWS:
+        for section, transport in (("h3", "QUIC"), ("h3-tcp", "TCP")):
+            a = R.agg([r for r in R.points if r.get("section") == section and r.get("server") == server])
+            if a["rows"]:
+                lines.append(f"{label} over {transport}: {fmt(a[R.cpu_key])} us/hs server CPU "
+                             f"({fmt(per_core(a[R.cpu_key]))} hs per core-s), {fmt(a['handshakes_per_sec'])} hs/s "
+                             f"[{name}]")
+    return lines
+
+
 def per_core(us):
     return 1e6 / us if us else None
 
@@ -60,14 +86,15 @@ def h3_section(out, results_path):
         "port, the same certificate and key (or key provider) on both; session resumption off, "
         "`enable_early_data: false`. Server on CPU 0, one worker; load generator on CPU 1.\n"
         f"- `quickshake-bench --h3`: every request a new QUIC connection (a full TLS 1.3 "
-        f"handshake, X25519, `rsa_pss_rsae_sha256`), {meta.get('settings', {}).get('clients')} "
+        f"handshake{negotiated(R)}), {meta.get('settings', {}).get('clients')} "
         "connections closed loop; no session is offered and 0-RTT is off, and a handshake "
         "BoringSSL reports as resumed (or in early data) fails the run. TCP rows: the same "
         "tool without `--h3`, one TCP+TLS connection per request.\n"
         "- **Handshakes are counted on the client** for QUIC: Envoy's `ssl.handshake` does not move "
         "for QUIC connections. Server CPU per handshake = busy time of CPU 0 (or, in a noisy run, "
         "the server's process-group CPU) over the client's handshake count; *per core* = "
-        "1,000,000 / that, the handshakes one core sustains.\n")
+        "1,000,000 / that, the handshakes one core sustains. (TCP rows: CPU 0 over the server's own "
+        "`ssl.handshake` count, process CPU over the client's, as in the tables above.)\n")
     envoy_quic = None
     rows = []
     for name, label in ROWS:
