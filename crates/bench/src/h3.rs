@@ -142,6 +142,33 @@ pub fn response_status<T: NameValue>(headers: &[T]) -> Result<u16, String> {
         .ok_or_else(|| format!("bad :status {:?}", String::from_utf8_lossy(h.value())))
 }
 
+/// The TLS alert a QUIC transport error code carries (`CRYPTO_ERROR`, 0x100 + alert, RFC 9001
+/// section 4.8), by name where it is a common one.
+pub fn tls_alert(is_app: bool, code: u64) -> Option<String> {
+    if is_app || !(0x100..0x200).contains(&code) {
+        return None;
+    }
+    let alert = code - 0x100;
+    let name = match alert {
+        10 => "unexpected_message",
+        40 => "handshake_failure",
+        42 => "bad_certificate",
+        45 => "certificate_expired",
+        46 => "certificate_unknown",
+        48 => "unknown_ca",
+        50 => "decode_error",
+        51 => "decrypt_error",
+        70 => "protocol_version",
+        80 => "internal_error",
+        109 => "missing_extension",
+        112 => "unrecognized_name",
+        116 => "certificate_required",
+        120 => "no_application_protocol",
+        _ => return Some(alert.to_string()),
+    };
+    Some(format!("{alert} {name}"))
+}
+
 /// Where an exchange stands after [`Exchange::advance`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
@@ -314,9 +341,12 @@ impl Exchange {
         };
         let detail = |who: &str, e: &quiche::ConnectionError| {
             format!(
-                ", {who} closed it: {} error 0x{:x} {:?}",
+                ", {who} closed it: {} error 0x{:x}{} {:?}",
                 if e.is_app { "application" } else { "transport" },
                 e.error_code,
+                tls_alert(e.is_app, e.error_code)
+                    .map(|a| format!(" (TLS alert {a})"))
+                    .unwrap_or_default(),
                 String::from_utf8_lossy(&e.reason)
             )
         };
@@ -470,6 +500,7 @@ mod tests {
         let (r, ex) = run(true, b"200");
         let e = r.unwrap_err();
         assert_eq!(e.kind, ErrorKind::Tls, "{e:?}");
+        assert!(e.msg.contains("unknown_ca"), "{e:?}");
         assert!(!ex.is_established());
     }
 
@@ -496,5 +527,9 @@ mod tests {
         assert_eq!(sni("localhost"), Some("localhost"));
         assert_eq!(sni("127.0.0.1"), None);
         assert_eq!(sni("::1"), None);
+        assert_eq!(tls_alert(false, 0x130).as_deref(), Some("48 unknown_ca"));
+        assert_eq!(tls_alert(false, 0x1ff).as_deref(), Some("255"));
+        assert_eq!(tls_alert(true, 0x130), None);
+        assert_eq!(tls_alert(false, 0x0a), None);
     }
 }

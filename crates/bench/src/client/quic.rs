@@ -53,10 +53,30 @@ pub(super) async fn h3_request(sh: &Shared, client: &H3Client) -> Result<u16, Fa
     let mut ex = client.connect(&sh.cfg.server_name, local, peer)?;
     let t1 = Instant::now();
     let mut out = vec![0u8; MAX_DATAGRAM];
+    let result = drive(sh, client, (&sock, local), &mut ex, &mut out, (t0, t1)).await;
+    // A clean close, unless quiche already closed with an error of its own (a TLS alert, say).
+    ex.close();
+    // Best effort: the CONNECTION_CLOSE, so the server frees the connection now rather than
+    // at its idle timeout.
+    let _ = flush(&sock, &mut ex, &mut out).await;
+    result
+}
+
+/// Moves datagrams and timers until the response ends (its status) or the exchange fails;
+/// records the handshake once the connection is established.
+async fn drive(
+    sh: &Shared,
+    client: &H3Client,
+    (sock, local): (&UdpSocket, SocketAddr),
+    ex: &mut Exchange,
+    out: &mut [u8],
+    (t0, t1): (Instant, Instant),
+) -> Result<u16, Failure> {
+    let peer = sh.cfg.addr;
     let mut buf = vec![0u8; 64 * 1024];
     let mut recorded = false;
     loop {
-        flush(&sock, &mut ex, &mut out).await?;
+        flush(sock, ex, out).await?;
         // quiche always has a timer while the connection is open (idle timeout at least).
         let wait = ex.timeout().unwrap_or(Duration::from_secs(3600));
         tokio::select! {
@@ -78,10 +98,7 @@ pub(super) async fn h3_request(sh: &Shared, client: &H3Client) -> Result<u16, Fa
             recorded = true;
             sh.record_handshake(t1 - t0, t1.elapsed(), ex.resumed());
         }
-        if let Progress::Done(status) = client.advance(&mut ex)? {
-            ex.close();
-            // Best effort: the CONNECTION_CLOSE, so the server frees the connection now.
-            let _ = flush(&sock, &mut ex, &mut out).await;
+        if let Progress::Done(status) = client.advance(ex)? {
             return Ok(status);
         }
     }
