@@ -671,6 +671,35 @@ mod tests {
     }
 
     #[test]
+    fn quic_runs_expect_no_server_handshake_count() {
+        // A server that does not count QUIC handshakes (Envoy): no warning over QUIC ...
+        let mut d = data();
+        d.transport = "quic";
+        if let Some(s) = d.server.as_mut() {
+            s.handshakes = Some(0);
+        }
+        let r = Report::build(d.clone());
+        assert!(r.ok);
+        assert!(
+            r.warnings.iter().all(|w| !w.contains("server counted")),
+            "{:?}",
+            r.warnings
+        );
+        assert!(r
+            .to_text()
+            .contains("HTTP/3, new QUIC connection per request"));
+        assert_eq!(serde_json::to_value(&r).unwrap()["transport"], "quic");
+        // ... while over TCP the same gap is worth a warning.
+        d.transport = "tcp";
+        let r = Report::build(d);
+        assert!(
+            r.warnings.iter().any(|w| w.contains("server counted 0")),
+            "{:?}",
+            r.warnings
+        );
+    }
+
+    #[test]
     fn server_view_of_a_window() {
         let before = ServerCounters {
             handshakes: 100,
