@@ -201,9 +201,12 @@ def observe(bench, server_cpu=None, server_stats=None, duration=None, command=No
 
 
 class Server:
-    def __init__(self, name, cert, index, run_dir, bins, phase=0):
+    def __init__(self, name, cert, index, run_dir, bins, phase=0, spec=None, template=None):
+        """`spec`: (kind, provider) when `name` is not in SERVERS; `template`: a config template
+        other than the kind's own (quickshake and Envoy only: bench_h3's h3.yaml)."""
         self.name = name
-        self.kind, self.provider = SERVERS[name]
+        self.kind, self.provider = spec or SERVERS[name]
+        self.template = template
         self.cert_name = cert
         self.cert, self.key = (os.path.join(ROOT, p) for p in CERTS[cert])
         base = BASE_PORT + 2 * len(SERVERS) * phase  # new ports per phase
@@ -222,8 +225,8 @@ class Server:
             f.write(text)
         return path
 
-    def _key_block(self):
-        ind = " " * 14
+    def _key_block(self, indent=14):
+        ind = " " * indent
         if self.provider in (None, "inline", "proxy"):
             return f"{ind}private_key: {{ filename: {self.key} }}"
         if self.provider.startswith("cryptomb"):
@@ -262,14 +265,15 @@ class Server:
             if p is not None and not port_free(p):
                 raise RuntimeError(f"{self.name}: port {p} is in use (set BENCH_BASE_PORT)")
         kw = dict(port=self.port, admin_port=self.admin_port, cert=self.cert, key=self.key,
-                  dir=self.dir)
+                  dir=self.dir, key_block=self._key_block(),
+                  quic_key_block=self._key_block(16))  # h3.yaml: the QUIC listener's, nested deeper
         pin = ["taskset", "-c", SERVER_CPU]
         if self.kind == "quickshake":
-            cfg = self._render("quickshake.yaml", "quickshake.yaml", key_block=self._key_block(), **kw)
+            cfg = self._render(self.template or "quickshake.yaml", "quickshake.yaml", **kw)
             self._proxy(cfg)
             self.cmd = pin + [self.bins["quickshake"], "-c", cfg, "--concurrency", "1"]
         elif self.kind == "envoy":
-            cfg = self._render("envoy.yaml", "envoy.yaml", key_block=self._key_block(), **kw)
+            cfg = self._render(self.template or "envoy.yaml", "envoy.yaml", **kw)
             self._proxy(cfg)
             self.cmd = pin + [self.bins["envoy"], "-c", cfg, "--concurrency", "1",
                               "--disable-hot-restart", "-l", "warning",
@@ -336,11 +340,15 @@ class Runner:
         with open(self.out, "a") as f:
             f.write(json.dumps(rec, sort_keys=True) + "\n")
 
-    def bench(self, srv, section, tls, clients=None, rate=None, keepalive=False, rep=1):
+    def bench(self, srv, section, tls, clients=None, rate=None, keepalive=False, rep=1, h3=False):
+        """One quickshake-bench run against `srv`; `h3`: HTTP/3, a new QUIC connection per
+        request, to the UDP listener on the same port (SNI localhost, as over TCP)."""
         p = self.prof
         cmd = ["taskset", "-c", CLIENT_CPU, self.bins["bench"], "-d", f"{p['duration']}s",
                "--warmup", f"{p['warmup']}s", "--json", "--cacert", srv.cert,
                "--server-cpu", SERVER_CPU, "--tls", tls, "--groups", groups(srv.cert_name, tls)]
+        if h3:
+            cmd += ["--h3", "--sni", "localhost"]
         if clients is not None:
             cmd += ["-c", str(clients)]
         if rate is not None:
@@ -349,9 +357,10 @@ class Runner:
             cmd += ["--keepalive"]
         if srv.admin_port:
             cmd += ["--server-stats", f"http://127.0.0.1:{srv.admin_port}"]
-        cmd.append(f"https://localhost:{srv.port}/")
+        cmd.append(f"https://127.0.0.1:{srv.port}/" if h3 else f"https://localhost:{srv.port}/")
         rec = dict(section=section, server=srv.name, kind=srv.kind, provider=srv.provider,
                    cert=srv.cert_name, tls=tls, clients=clients, rate=rate,
+                   transport="quic" if h3 else "tcp",
                    mode="keepalive" if keepalive else ("open" if rate else "closed"),
                    rep=rep, tool="quickshake-bench", command=" ".join(cmd),
                    server_command=" ".join(srv.cmd))
@@ -407,6 +416,7 @@ class Runner:
             server_handshakes=s.get("handshakes"), server_session_reused=s.get("session_reused"),
             server_cpu_utilization=s.get("cpu_utilization"),
             server_cpu_us_per_handshake=s.get("cpu_us_per_handshake"),
+            server_cpu_counted_by=s.get("cpu_per_handshake_counted_by"),
             server_cpu_us_per_request=(busy * 1e6 / js["requests"]) if busy and js.get("requests") else None,
             negotiated=js.get("negotiated"), open_loop=js.get("open_loop"),
         )
@@ -530,7 +540,7 @@ def meta(args, bins):
             "crypto_mb": doctor.get("crypto_mb", {}).get("version") if isinstance(doctor, dict) else None,
         },
         "settings": {"server_cpu": SERVER_CPU, "client_cpu": CLIENT_CPU, "groups": "X25519",
-                     **{k: v for k, v in PROFILES[args.profile].items()}},
+                     **PROFILES.get(args.profile, {})},
         "background_cpu_busy": background(bins["bench"]),
     }
 

@@ -1,119 +1,16 @@
 #!/usr/bin/env python3
-"""Turns bench/results/*.jsonl (written by bench/bench.py) into docs/benchmarks.md + PNG plots.
+"""Turns bench/results/*.jsonl (written by bench/bench.py; h3.jsonl by bench/bench_h3.py, drawn by
+report_h3.py) into docs/benchmarks.md + PNG plots.
 
 Usage: report.py RESULTS.jsonl --doc docs/benchmarks.md --img docs/img
 Repeated points (A B A B) are shown as the median with every run's value beside it.
 """
 import argparse
-import json
 import os
-import statistics
 from collections import defaultdict
 
-LABEL = {
-    "quickshake-inline": "quickshake, inline key",
-    "quickshake-cryptomb-1ms": "quickshake, cryptomb poll_delay 1 ms",
-    "quickshake-cryptomb-10ms": "quickshake, cryptomb poll_delay 10 ms",
-    "quickshake-adaptive": "quickshake, quickshake.batching adaptive",
-    "envoy": "Envoy 1.39.3 (inline key)",
-    "nginx": "nginx",
-    "haproxy": "HAProxy",
-    "floor": "floor (bare tokio-boring loop)",
-    "quickshake-proxy": "quickshake, proxying to the upstream",
-    "envoy-proxy": "Envoy 1.39.3, proxying to the upstream",
-    "quickshake-engine-software": "quickshake.batching, engine software",
-    "quickshake-engine-avx2": "quickshake.batching, engine avx2",
-    "quickshake-engine-ifma": "quickshake.batching, engine ifma",
-    "quickshake-engine-crypto_mb": "quickshake.batching, engine crypto_mb",
-}
-CERT = {"rsa2048": "RSA-2048", "ecdsa-p256": "ECDSA P-256"}
-BACKGROUND_LIMIT = 0.05  # CPU 0 busy share with nothing of ours running
-
-
-def med(xs):
-    xs = [x for x in xs if isinstance(x, (int, float))]
-    return statistics.median(xs) if xs else None
-
-
-def fmt(v, nd=0):
-    if not isinstance(v, (int, float)):
-        return "–"
-    return f"{v:,.{nd}f}"
-
-
-class Results:
-    def __init__(self, path):
-        self.meta, self.points, self.end = {}, [], {}
-        with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    continue
-                r = json.loads(line)
-                if r.get("type") == "meta":
-                    self.meta = r
-                elif r.get("type") == "point":
-                    self.points.append(r)
-                elif r.get("type") == "end":
-                    self.end = r
-        bgs = [(x.get("background_cpu_busy") or {}).get("0") for x in (self.meta, self.end)]
-        bgs = [b for b in bgs if b is not None]
-        # Mid-run foreign load: on a quiet machine CPU-0 busy time and the server's own
-        # process CPU agree within a few %; a saturated point where CPU 0 was much busier than
-        # the server accounts for means something else ran there.
-        sat = [r for r in self.points if r.get("ok") and r.get("mode") == "closed"
-               and (r.get("clients") or 0) >= 16 and r.get("server_process_cpu_us_per_handshake")
-               and r.get("server_cpu_us_per_handshake")]
-        self.suspect = [r for r in sat if r["server_cpu_us_per_handshake"]
-                        > 1.3 * r["server_process_cpu_us_per_handshake"]]
-        self.noisy = (not bgs or max(bgs) > BACKGROUND_LIMIT
-                      or (sat and len(self.suspect) > 0.2 * len(sat)))
-        # Rank by CPU 0 busy time per handshake (the method); when other tenants kept CPU 0
-        # busy, that figure counts their work too, so rank by the server's own process CPU.
-        self.cpu_key = "server_process_cpu_us_per_handshake" if self.noisy else "server_cpu_us_per_handshake"
-        self.cpu_req_key = "server_process_cpu_us_per_request" if self.noisy else "server_cpu_us_per_request"
-
-    def select(self, **kw):
-        out = []
-        for r in self.points:
-            if r.get("section") == "start":
-                continue
-            if all(r.get(k) == v if not callable(v) else v(r.get(k)) for k, v in kw.items()):
-                out.append(r)
-        return out
-
-    def agg(self, rows):
-        """Median of each figure over repeated runs (failed runs left out, counted)."""
-        good = [r for r in rows if r.get("ok")]
-        a = {"runs": len(rows), "failed": len(rows) - len(good), "rows": good}
-        for k in ("handshakes_per_sec", "requests_per_sec", "server_cpu_us_per_handshake",
-                  "server_process_cpu_us_per_handshake", "server_cpu_us_per_request",
-                  "server_process_cpu_us_per_request", "client_cpu_us_per_handshake",
-                  "hs_p50_ms", "hs_p99_ms", "req_p50_ms", "req_p99_ms", "server_cpu_utilization"):
-            a[k] = med(r.get(k) for r in good)
-        a["resumed"] = sum(r.get("resumed") or 0 for r in good)
-        a["server_reused"] = sum(r.get("server_session_reused") or 0 for r in good)
-        a["server_counted"] = any(r.get("server_session_reused") is not None for r in good)
-        a["client_bottleneck"] = any(r.get("client_bottleneck") for r in good)
-        return a
-
-
-def resumption_cell(a):
-    s = f"{a['resumed']}"
-    s += f" / {a['server_reused']}" if a["server_counted"] else " / n.a."
-    return s
-
-
-def runs_cell(a, key="handshakes_per_sec"):
-    vals = [fmt(r.get(key)) for r in a["rows"]]
-    extra = [f"{a['failed']} failed"] if a["failed"] else []
-    return ", ".join([" · ".join(vals)] * bool(vals) + extra)
-
-
-def closed_points(R, server, cert, tls, clients):
-    return R.select(server=server, cert=cert, tls=tls, mode="closed", clients=clients,
-                    tool="quickshake-bench",
-                    section=lambda s: s in ("gateway", "providers", "open-peak", "engines"))
+from report_data import CERT, LABEL, Results, closed_points, fmt, resumption_cell, runs_cell
+from report_h3 import h3_section
 
 
 def gateway_section(R, out, img):
@@ -571,6 +468,7 @@ def main():
     providers_section(R, out, a.img)
     engines_section(R, out, a.results)
     pkcs11_section(out, a.results)
+    h3_section(out, a.results)
     proxy_section(R, out)
     open_section(R, out, a.img)
     fortio_section(R, out)

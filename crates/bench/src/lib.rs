@@ -1,13 +1,14 @@
 //! `quickshake-bench`: a handshake load generator that cannot be fooled into measuring
 //! anything but full TLS handshakes. It owns the client side of a benchmark: opening a new
-//! TCP+TLS connection per request (or keep-alive on request), refusing session resumption
+//! TCP+TLS connection per request (or keep-alive on request; or, with `--h3`, a new QUIC
+//! connection per HTTP/3 request, 0-RTT off), refusing session resumption
 //! unless asked (it checks `SSL_session_reused` on every handshake and the server's own
 //! `ssl.session_reused` counter), keeping an open-loop timetable without coordinated
 //! omission, and accounting for its own CPU and the server core's CPU per handshake. It must
 //! not touch the server it measures beyond HTTP requests and reading the stats page, must
 //! not share TLS state between connections unless resumption is requested, and keeps pure
-//! logic (`schedule`, `report`, `stats_client` parsing, `cpu` parsing, `http`, `h2` framing)
-//! free of sockets so it is unit-tested; socket I/O lives in `client`.
+//! logic (`schedule`, `report`, `stats_client` parsing, `cpu` parsing, `http`, `h2` framing,
+//! the `h3` QUIC exchange) free of sockets so it is unit-tested; socket I/O lives in `client`.
 //!
 //! It is also the benchmark's one reader of the server's side: `observe` reads the same
 //! counters and CPU ticks around another load generator (or an idle window) and reports them
@@ -19,6 +20,7 @@
 pub mod client;
 pub mod cpu;
 pub mod h2;
+pub mod h3;
 pub mod http;
 pub mod machine;
 pub mod observe;

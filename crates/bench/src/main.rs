@@ -28,8 +28,9 @@ enum AlpnArg {
     H2,
 }
 
-/// Handshake load generator: every request on a brand-new TCP+TLS connection, no session
-/// resumption (detected and refused), open or closed loop, client and server CPU per handshake.
+/// Handshake load generator: every request on a brand-new TCP+TLS (or, with --h3, QUIC)
+/// connection, no session resumption (detected and refused), open or closed loop, client and
+/// server CPU per handshake.
 #[derive(Debug, Parser)]
 #[command(
     name = "quickshake-bench",
@@ -151,6 +152,10 @@ struct Args {
     /// CPU number the server is pinned to; its /proc/stat busy time is reported per handshake.
     #[arg(long)]
     server_cpu: Option<usize>,
+    /// HTTP/3: every request on a new QUIC connection (full TLS 1.3 handshake, no
+    /// resumption, no 0-RTT), over UDP to the URL's host and port.
+    #[arg(long, conflicts_with_all = ["keepalive", "allow_resumption", "offer_sessions", "alpn", "cipher"])]
+    h3: bool,
     /// Runtime worker threads (1 = single-threaded runtime; pin with taskset).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     threads: u16,
@@ -230,6 +235,7 @@ fn config(a: &Args) -> Result<Config, String> {
             cert: a.cert.clone(),
             key: a.key.clone(),
         },
+        h3: a.h3,
     })
 }
 

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::cpu::{self, CpuTicks};
 use crate::http::Url;
-use crate::report::ServerReport;
+use crate::report::{HandshakeCount, ServerReport};
 use crate::stats_client::{self, ServerCounters};
 
 /// What to observe.
@@ -133,7 +133,7 @@ pub fn observe(o: &Observe) -> Result<Observation, String> {
             ticks,
             cpu::clock_ticks_per_sec(),
             wall,
-            None,
+            HandshakeCount::Server { client: None },
         )
     });
     notes.dedup();

@@ -142,26 +142,38 @@ pub struct ServerReport {
     pub cpu: Option<usize>,
     pub cpu_busy_seconds: Option<f64>,
     pub cpu_utilization: Option<f64>,
-    /// Busy µs of that core per handshake (server-counted if known, else client-counted).
+    /// Busy µs of that core per handshake (see [`HandshakeCount`]).
     pub cpu_us_per_handshake: Option<f64>,
+    /// Whose handshake count `cpu_us_per_handshake` divides by: "server" or "client".
+    pub cpu_per_handshake_counted_by: Option<&'static str>,
     /// Server-counted handshakes by key exchange group in the window (`--server-stats`;
     /// groups that did not grow are left out).
     pub curves: Option<BTreeMap<String, u64>>,
 }
 
+/// Which handshake count the server core's busy time is divided by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandshakeCount {
+    /// The server's own counter (`listener.*.ssl.handshake`) when it was read, else the
+    /// client's count when there is one (TCP runs, `observe`).
+    Server { client: Option<u64> },
+    /// The client's count (QUIC runs: Envoy's `ssl.handshake` does not move for QUIC).
+    Client(u64),
+}
+
 impl ServerReport {
     /// The server's view of a window from the readings taken before and after it: counter
     /// growth (when both stats pages were read) and the server core's busy time, share and µs
-    /// per handshake (server-counted handshakes, else `client_handshakes`; `ticks` are the
-    /// core's `/proc/stat` ticks before and after, `hz` their unit). The one place these
-    /// figures are computed, for `quickshake-bench` runs and for `observe`.
+    /// per handshake (counted as `count` says; `ticks` are the core's `/proc/stat` ticks
+    /// before and after, `hz` their unit). The one place these figures are computed, for
+    /// `quickshake-bench` runs and for `observe`.
     pub fn from_window(
         counters: (Option<&ServerCounters>, Option<&ServerCounters>),
         cpu: Option<usize>,
         ticks: (Option<CpuTicks>, Option<CpuTicks>),
         hz: u64,
         wall: Duration,
-        client_handshakes: Option<u64>,
+        count: HandshakeCount,
     ) -> ServerReport {
         let mut s = ServerReport::default();
         if let (Some(b), Some(a)) = counters {
@@ -179,10 +191,13 @@ impl ServerReport {
                 let busy = cpu::ticks_to_duration(d.busy, hz);
                 s.cpu_busy_seconds = Some(busy.as_secs_f64());
                 s.cpu_utilization = Some(d.busy_share());
-                s.cpu_us_per_handshake = s
-                    .handshakes
-                    .or(client_handshakes)
-                    .and_then(|h| cpu::us_per(busy, h));
+                let (n, by) = match (count, s.handshakes) {
+                    (HandshakeCount::Client(c), _) => (Some(c), "client"),
+                    (HandshakeCount::Server { .. }, Some(h)) => (Some(h), "server"),
+                    (HandshakeCount::Server { client }, None) => (client, "client"),
+                };
+                s.cpu_us_per_handshake = n.and_then(|h| cpu::us_per(busy, h));
+                s.cpu_per_handshake_counted_by = s.cpu_us_per_handshake.map(|_| by);
             }
         }
         s
@@ -230,6 +245,8 @@ impl ServerReport {
 pub struct RunData {
     pub url: String,
     pub mode: &'static str,
+    /// "tcp" (TLS over TCP) or "quic" (`--h3`).
+    pub transport: &'static str,
     pub connections: usize,
     pub threads: usize,
     pub keepalive: bool,
@@ -268,6 +285,7 @@ pub struct Report {
     pub warnings: Vec<String>,
     pub url: String,
     pub mode: &'static str,
+    pub transport: &'static str,
     pub connections: usize,
     pub threads: usize,
     pub keepalive: bool,
@@ -338,7 +356,10 @@ impl Report {
                     "the server stats page has no listener.*.ssl.handshake counter".to_string(),
                 );
             }
-            if let (Some(sh), true) = (s.handshakes, d.handshakes > 0) {
+            // Over QUIC a server may not count handshakes at all (Envoy's ssl.handshake does
+            // not move): the client's count is the one used then, nothing to warn about.
+            let uncounted = d.transport == "quic" && s.handshakes == Some(0);
+            if let (Some(sh), true, false) = (s.handshakes, d.handshakes > 0, uncounted) {
                 let diff = sh.abs_diff(d.handshakes) as f64 / d.handshakes as f64;
                 if diff > 0.05 && sh.abs_diff(d.handshakes) > 5 {
                     warnings.push(format!(
@@ -379,6 +400,7 @@ impl Report {
             warnings,
             url: d.url,
             mode: d.mode,
+            transport: d.transport,
             connections: d.connections,
             threads: d.threads,
             keepalive: d.keepalive,
@@ -416,7 +438,9 @@ impl Report {
     pub fn to_text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "target      {}  ({} loop{})", self.url, self.mode, {
-            if self.keepalive {
+            if self.transport == "quic" {
+                ", HTTP/3, new QUIC connection per request"
+            } else if self.keepalive {
                 ", keep-alive"
             } else {
                 ", new connection per request"
@@ -538,6 +562,7 @@ mod tests {
         RunData {
             url: "https://localhost:8443/".into(),
             mode: "closed",
+            transport: "tcp",
             connections: 4,
             threads: 1,
             keepalive: false,
@@ -564,6 +589,7 @@ mod tests {
                 cpu_busy_seconds: Some(1.0),
                 cpu_utilization: Some(0.5),
                 cpu_us_per_handshake: Some(999.0),
+                cpu_per_handshake_counted_by: Some("server"),
                 curves: Some([("X25519".to_string(), 1001)].into()),
             }),
             interrupted: false,
@@ -645,6 +671,35 @@ mod tests {
     }
 
     #[test]
+    fn quic_runs_expect_no_server_handshake_count() {
+        // A server that does not count QUIC handshakes (Envoy): no warning over QUIC ...
+        let mut d = data();
+        d.transport = "quic";
+        if let Some(s) = d.server.as_mut() {
+            s.handshakes = Some(0);
+        }
+        let r = Report::build(d.clone());
+        assert!(r.ok);
+        assert!(
+            r.warnings.iter().all(|w| !w.contains("server counted")),
+            "{:?}",
+            r.warnings
+        );
+        assert!(r
+            .to_text()
+            .contains("HTTP/3, new QUIC connection per request"));
+        assert_eq!(serde_json::to_value(&r).unwrap()["transport"], "quic");
+        // ... while over TCP the same gap is worth a warning.
+        d.transport = "tcp";
+        let r = Report::build(d);
+        assert!(
+            r.warnings.iter().any(|w| w.contains("server counted 0")),
+            "{:?}",
+            r.warnings
+        );
+    }
+
+    #[test]
     fn server_view_of_a_window() {
         let before = ServerCounters {
             handshakes: 100,
@@ -675,7 +730,7 @@ mod tests {
             ticks,
             100,
             wall,
-            Some(990),
+            HandshakeCount::Server { client: Some(990) },
         );
         assert_eq!(s.handshakes, Some(1000));
         assert_eq!(s.session_reused, Some(0));
@@ -685,15 +740,24 @@ mod tests {
         assert_eq!(s.cpu_utilization, Some(0.75));
         // Server-counted handshakes win over the client's count.
         assert!((s.cpu_us_per_handshake.unwrap() - 1500.0).abs() < 1e-6);
-        // Without the stats page: the client's count; without either: none.
+        assert_eq!(s.cpu_per_handshake_counted_by, Some("server"));
+        // QUIC: the client's count, even with the stats page read.
+        let c = HandshakeCount::Client(750);
         let s =
-            ServerReport::from_window((None, Some(&after)), Some(0), ticks, 100, wall, Some(500));
+            ServerReport::from_window((Some(&before), Some(&after)), Some(0), ticks, 100, wall, c);
+        assert!((s.cpu_us_per_handshake.unwrap() - 2000.0).abs() < 1e-6);
+        assert_eq!(s.cpu_per_handshake_counted_by, Some("client"));
+        // Without the stats page: the client's count; without either: none.
+        let c = HandshakeCount::Server { client: Some(500) };
+        let s = ServerReport::from_window((None, Some(&after)), Some(0), ticks, 100, wall, c);
         assert_eq!((s.handshakes, s.curves.as_ref()), (None, None));
         assert!((s.cpu_us_per_handshake.unwrap() - 3000.0).abs() < 1e-6);
-        let s = ServerReport::from_window((None, None), Some(0), ticks, 100, wall, None);
+        let c = HandshakeCount::Server { client: None };
+        let s = ServerReport::from_window((None, None), Some(0), ticks, 100, wall, c);
         assert_eq!(s.cpu_us_per_handshake, None);
         assert_eq!(s.cpu_busy_seconds, Some(1.5));
-        let s = ServerReport::from_window((None, None), None, ticks, 100, wall, Some(1));
+        let c = HandshakeCount::Server { client: Some(1) };
+        let s = ServerReport::from_window((None, None), None, ticks, 100, wall, c);
         assert_eq!(s, ServerReport::default());
     }
 

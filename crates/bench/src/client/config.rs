@@ -32,6 +32,8 @@ pub struct Config {
     pub server_stats: Option<Url>,
     pub server_cpu: Option<usize>,
     pub tls: TlsOptions,
+    /// `--h3`: HTTP/3, each request on a new QUIC connection (full TLS 1.3 handshake).
+    pub h3: bool,
 }
 
 impl Config {

@@ -1,6 +1,7 @@
 //! One connection and one request on it: TCP connect, the TLS handshake (offering the slot's
 //! session when sessions are offered, recording what was negotiated), then an HTTP/1.x or h2
-//! exchange under the request timeout, recorded as a success or an error of one kind.
+//! exchange (or, with `--h3`, `quic`'s HTTP/3 exchange on a new QUIC connection) under the
+//! request timeout, recorded as a success or an error of one kind.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -10,10 +11,11 @@ use tokio::net::{TcpSocket, TcpStream};
 
 use super::conn::{Conn, Failure, Proto};
 use super::h1::h1_exchange;
+use super::quic::h3_request;
 use super::shared::Shared;
-use super::tls::sigalg_name;
+use super::tls::negotiated_of;
 use crate::h2::{H2Conn, H2Error};
-use crate::report::{ErrorKind, Negotiated};
+use crate::report::ErrorKind;
 
 /// A TCP connection to `addr`, from `bind` when given (its port chosen at connect time, as for
 /// an unbound socket, so that one source address is not limited to one port per run).
@@ -83,15 +85,7 @@ async fn establish(sh: &Shared, slot: usize) -> Result<Conn, Failure> {
     let ssl = stream.ssl();
     let resumed = ssl.session_reused();
     if sh.negotiated.get().is_none() {
-        let _ = sh.negotiated.set(Negotiated {
-            version: ssl.version_str().to_string(),
-            cipher: ssl.current_cipher().map(|c| c.name().to_string()),
-            group: ssl.curve_name().map(str::to_string),
-            signature_algorithm: ssl.peer_signature_algorithm().map(sigalg_name),
-            alpn: ssl
-                .selected_alpn_protocol()
-                .map(|p| String::from_utf8_lossy(p).into_owned()),
-        });
+        let _ = sh.negotiated.set(negotiated_of(ssl));
     }
     let proto = match ssl.selected_alpn_protocol() {
         Some(b"h2") => Proto::H2(H2Conn::default()),
@@ -99,6 +93,31 @@ async fn establish(sh: &Shared, slot: usize) -> Result<Conn, Failure> {
     };
     sh.record_handshake(t1 - t0, t2 - t1, resumed);
     Ok(Conn { stream, proto })
+}
+
+/// One request over TCP: reuse `conn` or open a new connection, then the HTTP/1.x or h2
+/// exchange; returns (status, connection reusable).
+async fn tcp_exchange(
+    sh: &Shared,
+    conn: &mut Option<Conn>,
+    slot: usize,
+) -> Result<(u16, bool), Failure> {
+    if conn.is_none() {
+        *conn = Some(establish(sh, slot).await?);
+    }
+    let Some(c) = conn.as_mut() else {
+        return Err(Failure(ErrorKind::Io, "no connection".into()));
+    };
+    match &mut c.proto {
+        Proto::H1 => h1_exchange(&mut c.stream, &sh.request_bytes, &mut Vec::new()).await,
+        Proto::H2(h2) => h2
+            .exchange(&mut c.stream, &sh.cfg.url.path, &sh.authority)
+            .await
+            .map_err(|e| match e {
+                H2Error::Io(e) => Failure(ErrorKind::Io, format!("h2: {e}")),
+                H2Error::Protocol(m) => Failure(ErrorKind::Http, m),
+            }),
+    }
 }
 
 /// One request: reuse `conn` or open a new connection, exchange, record.
@@ -109,26 +128,13 @@ pub(super) async fn one_request(
     slot: usize,
     start: Instant,
 ) -> Option<ErrorKind> {
-    let mut buf = Vec::new();
-    let work = async {
-        if conn.is_none() {
-            *conn = Some(establish(sh, slot).await?);
-        }
-        let Some(c) = conn.as_mut() else {
-            return Err(Failure(ErrorKind::Io, "no connection".into()));
-        };
-        match &mut c.proto {
-            Proto::H1 => h1_exchange(&mut c.stream, &sh.request_bytes, &mut buf).await,
-            Proto::H2(h2) => h2
-                .exchange(&mut c.stream, &sh.cfg.url.path, &sh.authority)
-                .await
-                .map_err(|e| match e {
-                    H2Error::Io(e) => Failure(ErrorKind::Io, format!("h2: {e}")),
-                    H2Error::Protocol(m) => Failure(ErrorKind::Http, m),
-                }),
-        }
+    let result = match &sh.quic {
+        // HTTP/3: a new QUIC connection per request, never kept.
+        Some(q) => tokio::time::timeout(sh.cfg.timeout, h3_request(sh, q))
+            .await
+            .map(|r| r.map(|status| (status, false))),
+        None => tokio::time::timeout(sh.cfg.timeout, tcp_exchange(sh, conn, slot)).await,
     };
-    let result = tokio::time::timeout(sh.cfg.timeout, work).await;
     let (failed, reusable) = match result {
         Err(_) => {
             sh.record_error(ErrorKind::Timeout, || {

@@ -4,7 +4,7 @@
 //! open loop's punctuality.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use boring::ex_data::Index;
@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use super::config::Config;
 use super::conn::Conn;
 use super::tls::SessionSlot;
+use crate::h3::H3Client;
 use crate::report::{ErrorCounts, ErrorKind, Negotiated};
 use crate::schedule::Punctuality;
 
@@ -43,7 +44,10 @@ pub(super) struct Shared {
     pub(super) authority: String,
     pub(super) phase: AtomicU8,
     pub(super) tally: Mutex<Tally>,
-    pub(super) negotiated: OnceLock<Negotiated>,
+    /// Shared with the QUIC client's info callback, which fills it.
+    pub(super) negotiated: Arc<OnceLock<Negotiated>>,
+    /// `--h3`: the QUIC client; requests then go over HTTP/3, one connection each.
+    pub(super) quic: Option<H3Client>,
     /// Requests left to start in the window (`-n`), `u64::MAX` when unlimited.
     pub(super) budget: AtomicU64,
     pub(super) in_flight: AtomicU64,

@@ -1,15 +1,19 @@
 //! The TLS client every connection of a run shares: protocol versions, groups, signature
 //! algorithms, ciphers, ALPN, verification and client certificates, and whether sessions are
-//! offered at all (without them, no handshake can be anything but full).
+//! offered at all (without them, no handshake can be anything but full); and the same
+//! options as a BoringSSL context for the QUIC client (`--h3`).
 
+use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use boring::ex_data::Index;
 use boring::ssl::{
-    Ssl, SslConnector, SslMethod, SslOptions, SslSession, SslSessionCacheMode,
-    SslSignatureAlgorithm, SslVerifyMode, SslVersion,
+    Ssl, SslConnector, SslContextBuilder, SslInfoCallbackMode, SslMethod, SslOptions, SslRef,
+    SslSession, SslSessionCacheMode, SslSignatureAlgorithm, SslVerifyMode, SslVersion,
 };
+
+use crate::report::Negotiated;
 
 /// TLS protocol version pinned with `--tls`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,22 +89,18 @@ pub(super) fn sigalg_name(alg: SslSignatureAlgorithm) -> String {
         .unwrap_or_else(|| format!("{alg:?}"))
 }
 
-/// Builds the one `SslConnector` every connection uses.
-///
-/// Without session offering: no tickets (`NO_TICKET`) and session cache `OFF`, so no
-/// handshake can be anything but full. With it: the client cache mode hands each new
-/// session to the slot stored in the connection's ex-data.
-pub fn build_connector(
+fn setup_err(what: &str, err: boring::error::ErrorStack) -> String {
+    format!("TLS setup, {what}: {err}")
+}
+
+/// What the TCP and QUIC clients share: protocol versions `min..=max`, groups, signature
+/// algorithms, TLS 1.2 ciphers, verification and the client certificate.
+fn configure(
+    b: &mut SslContextBuilder,
     tls: &TlsOptions,
-    offer_sessions: bool,
-) -> Result<(SslConnector, Index<Ssl, SessionSlot>), String> {
-    let e = |what: &str, err: boring::error::ErrorStack| format!("TLS setup, {what}: {err}");
-    let mut b = SslConnector::builder(SslMethod::tls()).map_err(|x| e("builder", x))?;
-    let (min, max) = match tls.version {
-        Some(TlsVersion::V12) => (SslVersion::TLS1_2, SslVersion::TLS1_2),
-        Some(TlsVersion::V13) => (SslVersion::TLS1_3, SslVersion::TLS1_3),
-        None => (SslVersion::TLS1_2, SslVersion::TLS1_3),
-    };
+    (min, max): (SslVersion, SslVersion),
+) -> Result<(), String> {
+    let e = setup_err;
     b.set_min_proto_version(Some(min))
         .map_err(|x| e("min version", x))?;
     b.set_max_proto_version(Some(max))
@@ -125,18 +125,18 @@ pub fn build_connector(
         b.set_cipher_list(c)
             .map_err(|x| e(&format!("cipher list {c:?}"), x))?;
     }
-    if let Some(alpn) = tls.alpn {
-        let wire: &[u8] = match alpn {
-            Alpn::H1 => b"\x08http/1.1",
-            Alpn::H2 => b"\x02h2",
-        };
-        b.set_alpn_protos(wire).map_err(|x| e("alpn", x))?;
-    }
     if tls.insecure {
         b.set_verify(SslVerifyMode::NONE);
-    } else if let Some(ca) = &tls.cacert {
-        b.set_ca_file(ca)
-            .map_err(|x| e(&format!("--cacert {}", ca.display()), x))?;
+    } else {
+        b.set_verify(SslVerifyMode::PEER);
+        match &tls.cacert {
+            Some(ca) => b
+                .set_ca_file(ca)
+                .map_err(|x| e(&format!("--cacert {}", ca.display()), x))?,
+            None => b
+                .set_default_verify_paths()
+                .map_err(|x| e("default CA paths", x))?,
+        }
     }
     match (&tls.cert, &tls.key) {
         (Some(cert), Some(key)) => {
@@ -149,6 +149,63 @@ pub fn build_connector(
         }
         (None, None) => {}
         _ => return Err("--cert and --key go together".to_string()),
+    }
+    Ok(())
+}
+
+/// Every connection of the context verifies the peer's certificate against `ip`.
+fn verify_ip(b: &mut SslContextBuilder, ip: IpAddr) -> Result<(), String> {
+    use foreign_types::ForeignTypeRef;
+    // SAFETY: SSL_CTX_get0_param returns the context's own verify parameters (never null for
+    // a live context), which live as long as `b`, borrowed mutably for this whole function;
+    // SSL_new copies them into each connection.
+    #[allow(unsafe_code)]
+    let param = unsafe {
+        boring::x509::verify::X509VerifyParamRef::from_ptr_mut(boring_sys::SSL_CTX_get0_param(
+            b.as_ptr(),
+        ))
+    };
+    param
+        .set_ip(ip)
+        .map_err(|x| setup_err(&format!("verify IP {ip}"), x))
+}
+
+/// What a finished handshake negotiated.
+pub(super) fn negotiated_of(ssl: &SslRef) -> Negotiated {
+    Negotiated {
+        version: ssl.version_str().to_string(),
+        cipher: ssl.current_cipher().map(|c| c.name().to_string()),
+        group: ssl.curve_name().map(str::to_string),
+        signature_algorithm: ssl.peer_signature_algorithm().map(sigalg_name),
+        alpn: ssl
+            .selected_alpn_protocol()
+            .map(|p| String::from_utf8_lossy(p).into_owned()),
+    }
+}
+
+/// Builds the one `SslConnector` every connection uses.
+///
+/// Without session offering: no tickets (`NO_TICKET`) and session cache `OFF`, so no
+/// handshake can be anything but full. With it: the client cache mode hands each new
+/// session to the slot stored in the connection's ex-data.
+pub fn build_connector(
+    tls: &TlsOptions,
+    offer_sessions: bool,
+) -> Result<(SslConnector, Index<Ssl, SessionSlot>), String> {
+    let e = setup_err;
+    let mut b = SslConnector::builder(SslMethod::tls()).map_err(|x| e("builder", x))?;
+    let versions = match tls.version {
+        Some(TlsVersion::V12) => (SslVersion::TLS1_2, SslVersion::TLS1_2),
+        Some(TlsVersion::V13) => (SslVersion::TLS1_3, SslVersion::TLS1_3),
+        None => (SslVersion::TLS1_2, SslVersion::TLS1_3),
+    };
+    configure(&mut b, tls, versions)?;
+    if let Some(alpn) = tls.alpn {
+        let wire: &[u8] = match alpn {
+            Alpn::H1 => b"\x08http/1.1",
+            Alpn::H2 => b"\x02h2",
+        };
+        b.set_alpn_protos(wire).map_err(|x| e("alpn", x))?;
     }
     let idx = Ssl::new_ex_index::<SessionSlot>().map_err(|x| e("ex index", x))?;
     if offer_sessions {
@@ -165,6 +222,39 @@ pub fn build_connector(
         b.set_session_cache_mode(SslSessionCacheMode::OFF);
     }
     Ok((b.build(), idx))
+}
+
+/// The BoringSSL context of the QUIC client (`--h3`): TLS 1.3 only, the same groups,
+/// signature algorithms, verification and client certificate as the TCP client, no
+/// tickets; ALPN `h3` is quiche's to set. The first finished handshake's parameters go into
+/// `negotiated` (quiche does not hand out its `SSL`, its info callback does).
+///
+/// `server_name` as the TCP client treats it: a host name goes into SNI and is verified (by
+/// quiche, per connection); an IP address is sent nowhere (no SNI, as `boring`'s connector
+/// does: Envoy refuses an IP in SNI) and verified against the certificate's IP SANs here.
+pub fn build_quic_context(
+    tls: &TlsOptions,
+    server_name: &str,
+    negotiated: Arc<OnceLock<Negotiated>>,
+) -> Result<SslContextBuilder, String> {
+    if tls.version == Some(TlsVersion::V12) {
+        return Err("--h3: QUIC is TLS 1.3 only".to_string());
+    }
+    if tls.alpn.is_some() {
+        return Err("--h3: ALPN is h3 (--alpn is for TCP)".to_string());
+    }
+    let mut b = SslContextBuilder::new(SslMethod::tls()).map_err(|x| setup_err("builder", x))?;
+    configure(&mut b, tls, (SslVersion::TLS1_3, SslVersion::TLS1_3))?;
+    b.set_options(SslOptions::NO_TICKET);
+    if let (Ok(ip), false) = (server_name.parse::<IpAddr>(), tls.insecure) {
+        verify_ip(&mut b, ip)?;
+    }
+    b.set_info_callback(move |ssl, mode, _| {
+        if mode == SslInfoCallbackMode::HANDSHAKE_DONE && negotiated.get().is_none() {
+            let _ = negotiated.set(negotiated_of(ssl));
+        }
+    });
+    Ok(b)
 }
 
 #[cfg(test)]
@@ -205,6 +295,28 @@ mod tests {
         let mut o = opts();
         o.cert = Some("/nonexistent".into());
         assert!(build_connector(&o, false).is_err());
+    }
+
+    #[test]
+    fn quic_context_is_tls13_only() {
+        let cell = Arc::new(OnceLock::new());
+        let o = TlsOptions {
+            alpn: None,
+            ..opts()
+        };
+        assert!(build_quic_context(&o, "localhost", cell.clone()).is_ok());
+        let verified = TlsOptions {
+            insecure: false,
+            ..o.clone()
+        };
+        assert!(build_quic_context(&verified, "127.0.0.1", cell.clone()).is_ok());
+        let e = build_quic_context(&opts(), "localhost", cell.clone())
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("ALPN"), "{e}");
+        let mut o = o;
+        o.version = Some(TlsVersion::V12);
+        assert!(build_quic_context(&o, "localhost", cell).is_err());
     }
 
     #[test]

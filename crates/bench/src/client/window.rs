@@ -13,10 +13,13 @@ use tokio::task::JoinSet;
 use super::config::Config;
 use super::loops::{closed_worker, open_dispatcher};
 use super::shared::{Shared, Tally, PHASE_DONE, PHASE_MEASURE, PHASE_WARMUP};
-use super::tls::build_connector;
+use super::tls::{build_connector, build_quic_context};
 use crate::cpu;
+use crate::h3::H3Client;
 use crate::http;
-use crate::report::{new_histogram, ErrorCounts, OpenLoopReport, RunData, ServerReport};
+use crate::report::{
+    new_histogram, ErrorCounts, HandshakeCount, OpenLoopReport, RunData, ServerReport,
+};
 use crate::schedule::{late_threshold, Punctuality, Schedule};
 use crate::stats_client::{self, ServerCounters};
 
@@ -74,6 +77,25 @@ fn progress_line(sh: &Shared, since: Instant, last: &mut (u64, u64, Instant)) ->
 /// Runs the load and returns raw measurements. Errors are setup failures only.
 pub async fn run(cfg: Config) -> Result<RunData, String> {
     let offer = cfg.offers_sessions();
+    let negotiated = Arc::new(OnceLock::new());
+    let quic = if cfg.h3 {
+        if offer || cfg.keepalive {
+            return Err(
+                "--h3 opens a new QUIC connection per request: no keep-alive, no sessions"
+                    .to_string(),
+            );
+        }
+        let ctx = build_quic_context(&cfg.tls, &cfg.server_name, negotiated.clone())?;
+        let idle_ms = u64::try_from(cfg.timeout.as_millis()).unwrap_or(u64::MAX);
+        Some(H3Client::new(
+            ctx,
+            idle_ms,
+            &cfg.url.path,
+            &cfg.url.host_header(),
+        )?)
+    } else {
+        None
+    };
     let (connector, slot_index) = build_connector(&cfg.tls, offer)?;
     let schedule = cfg.rate.map(Schedule::new).transpose()?;
     let slots = if offer {
@@ -105,7 +127,8 @@ pub async fn run(cfg: Config) -> Result<RunData, String> {
             handshake: new_histogram(),
             request: new_histogram(),
         }),
-        negotiated: OnceLock::new(),
+        negotiated,
+        quic,
         budget: AtomicU64::new(cfg.max_requests.unwrap_or(u64::MAX)),
         in_flight: AtomicU64::new(0),
         finished: Notify::new(),
@@ -215,7 +238,13 @@ pub async fn run(cfg: Config) -> Result<RunData, String> {
             (before.server_cpu, after.server_cpu),
             cpu::clock_ticks_per_sec(),
             wall,
-            Some(handshakes),
+            if cfg.h3 {
+                HandshakeCount::Client(handshakes)
+            } else {
+                HandshakeCount::Server {
+                    client: Some(handshakes),
+                }
+            },
         )
     });
     let open_loop = schedule.map(|s| {
@@ -239,6 +268,7 @@ pub async fn run(cfg: Config) -> Result<RunData, String> {
             cfg.url.path
         ),
         mode: if schedule.is_some() { "open" } else { "closed" },
+        transport: if cfg.h3 { "quic" } else { "tcp" },
         connections: cfg.connections,
         threads: cfg.threads,
         keepalive: cfg.keepalive,

@@ -11,6 +11,7 @@ mod support;
 
 mod audit_h2spec;
 mod audit_tls;
+mod bench_h3;
 mod convert;
 mod deploy_dashboard;
 mod deploy_helm;
