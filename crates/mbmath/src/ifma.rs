@@ -18,8 +18,11 @@ use crate::bigint::{from_radix, to_radix};
 use crate::engine::{ExpJob, LaneEngine};
 use crate::token::IfmaToken;
 
-const BITS: u32 = 52;
-const MASK: u64 = (1 << BITS) - 1;
+mod kernel20;
+mod ops;
+
+use ops::{add, hi, lo, shr52, BITS, MASK};
+
 const LANES: usize = 8;
 
 /// IFMA engine for `N` radix-2^52 limbs (`N2 = 2 N`).
@@ -55,31 +58,6 @@ fn from_vec(x: __m512i) -> [u64; 8] {
 #[target_feature(enable = "avx512f,avx512ifma")]
 fn zero<const N: usize>() -> [__m512i; N] {
     [_mm512_setzero_si512(); N]
-}
-
-#[inline(always)]
-fn lo(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
-    // SAFETY: only called from `#[target_feature(enable = "avx512f,avx512ifma")]`
-    // functions (inlined there), which only run after an `IfmaToken` was obtained.
-    unsafe { _mm512_madd52lo_epu64(acc, a, b) }
-}
-
-#[inline(always)]
-fn hi(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
-    // SAFETY: as in `lo`.
-    unsafe { _mm512_madd52hi_epu64(acc, a, b) }
-}
-
-#[inline(always)]
-fn add(a: __m512i, b: __m512i) -> __m512i {
-    // SAFETY: as in `lo`.
-    unsafe { _mm512_add_epi64(a, b) }
-}
-
-#[inline(always)]
-fn shr52(a: __m512i) -> __m512i {
-    // SAFETY: as in `lo`.
-    unsafe { _mm512_srli_epi64::<52>(a) }
 }
 
 /// Rank-4 update: for `k < 4`, `j < y.len()`, adds the low half of
@@ -244,6 +222,18 @@ fn mont_assign<const N: usize, const N2: usize>(
     x: &mut [__m512i; N],
     b: Option<&[__m512i; N]>,
 ) {
+    // 1024-bit moduli (RSA-2048's primes): the generated straight-line kernels
+    // (`N` is a constant, so this choice is made at compile time).
+    if let (Ok(x20), Ok(n20)) = (
+        <&mut [__m512i; 20]>::try_from(&mut x[..]),
+        <&[__m512i; 20]>::try_from(&ctx.n[..]),
+    ) {
+        match b.map(|b| <&[__m512i; 20]>::try_from(&b[..])) {
+            None => return kernel20::sqr20(x20, n20, ctx.k0),
+            Some(Ok(b20)) => return kernel20::mul20(x20, b20, n20, ctx.k0),
+            Some(Err(_)) => {}
+        }
+    }
     let mut t = [_mm512_setzero_si512(); N2];
     match b {
         Some(b) => mul_wide::<N, N2>(x, b, &mut t),
