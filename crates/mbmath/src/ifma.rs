@@ -15,7 +15,7 @@
 use core::arch::x86_64::*;
 
 use crate::bigint::{from_radix, to_radix};
-use crate::engine::{ExpJob, LaneEngine};
+use crate::engine::{ExpJob, LaneEngine, WINDOW};
 use crate::token::IfmaToken;
 
 mod kernel20;
@@ -324,9 +324,49 @@ impl<const N: usize, const N2: usize> LaneEngine for IfmaEngine<N, N2> {
         unsafe { select::<N>(table, idx, out) }
     }
 
+    fn sqr_assign_select_part(
+        &self,
+        ctx: &IfmaCtx<N>,
+        x: &mut [__m512i; N],
+        table: &[[__m512i; N]],
+        idx: &[u64],
+        part: usize,
+        out: &mut [__m512i; N],
+    ) {
+        // 1024-bit moduli with the 32-entry table: the squaring with its part
+        // of the scan stitched in (5 parts of 7 entries cover the table).
+        if let (Ok(x20), Ok(n20), Ok(t20), Ok(o20)) = (
+            <&mut [__m512i; 20]>::try_from(&mut x[..]),
+            <&[__m512i; 20]>::try_from(&ctx.n[..]),
+            <&[[__m512i; 20]; 32]>::try_from(table_20(table)),
+            <&mut [__m512i; 20]>::try_from(&mut out[..]),
+        ) {
+            if WINDOW == 5 {
+                let idx = to_vec(core::array::from_fn(|l| idx[l]));
+                // SAFETY: `self` holds an `IfmaToken` (AVX-512F + IFMA present).
+                unsafe { kernel20::sqr20_select(x20, n20, ctx.k0, t20, idx, part, o20) };
+                return;
+            }
+        }
+        self.sqr_assign(ctx, x);
+        if part + 1 == WINDOW {
+            self.select_packed(table, idx, out);
+        }
+    }
+
     fn wipe(&self, x: &mut [__m512i; N]) {
         // SAFETY: `self` holds an `IfmaToken` (AVX-512F + IFMA present).
         *x = unsafe { zero::<N>() };
         core::hint::black_box(x);
     }
+}
+
+/// `t` as a slice of 20-limb numbers when `N = 20`, else empty.
+fn table_20<const N: usize>(t: &[[__m512i; N]]) -> &[[__m512i; 20]] {
+    if N != 20 {
+        return &[];
+    }
+    // SAFETY: `N == 20`, so `[__m512i; N]` is `[__m512i; 20]`: same size,
+    // alignment and layout; the slice keeps `t`'s length and lifetime.
+    unsafe { core::slice::from_raw_parts(t.as_ptr().cast::<[__m512i; 20]>(), t.len()) }
 }

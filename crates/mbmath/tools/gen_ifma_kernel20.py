@@ -17,7 +17,11 @@ Schedule (the same arithmetic as the generic code in ifma.rs):
   limbs, the carry of column i into i + 1 and the next digit (so the digit chain
   is ~13 cycles per row), then u_i * m's other 18 limbs;
 * normalisation of the upper 20 columns with one carry chain.
-No branch and no address depends on the data.
+* `sqr20_select`: the squaring with one part of the next window's table scan
+  stitched in (SEL_ENTRIES entries, one limb's masked moves every ~60
+  multiply-adds), so the table's loads run while the multipliers are busy.
+No branch and no address depends on the data: the scan's addresses depend on
+the (public) part number only, its masks on the secret window.
 """
 
 import os
@@ -25,6 +29,11 @@ import sys
 
 N = 20
 BLOCK = 10
+# Table entries scanned per stitched squaring: WINDOW = 5 squarings cover 35
+# slots of a 32-entry table (slots past the table repeat its last address with
+# a mask that never matches).
+SEL_ENTRIES = 7
+TABLE = 32
 
 
 def product_sqr(out):
@@ -84,6 +93,30 @@ def reduction(out):
         out.append(f"x[{k}] = and(r{c}, mask);")
 
 
+def stitch(body):
+    """Interleaves one limb's scan of SEL_ENTRIES entries into `body` at even
+    intervals (20 groups)."""
+    groups = []
+    for l in range(N):
+        g = [f"let mut s = sel[{l}];"]
+        for e in range(SEL_ENTRIES):
+            g.append(f"s = mov_masked(s, q{e}, t{e}[{l}]);")
+        g.append(f"sel[{l}] = s;")
+        groups.append(g)
+    head = []
+    for e in range(SEL_ENTRIES):
+        head.append(f"let slot = part * {SEL_ENTRIES} + {e};")
+        head.append(f"let q{e} = eq_mask(idx, slot as u64);")
+        head.append(f"let t{e} = &table[slot.min({TABLE - 1})];")
+    out = head
+    step = len(body) // (N + 1)
+    for l in range(N):
+        out += body[l * step:(l + 1) * step]
+        out += groups[l]
+    out += body[N * step:]
+    return out
+
+
 def function(name, doc, args, body):
     lines = [f"/// {d}" for d in doc]
     lines += [
@@ -105,6 +138,7 @@ def main():
     sqr = ["let a = *x;"]
     product_sqr(sqr)
     reduction(sqr)
+    sqr_sel = stitch(sqr[:])
     mul = ["let a = *x;"]
     product_mul(mul)
     reduction(mul)
@@ -120,13 +154,27 @@ def main():
             "",
             "use core::arch::x86_64::*;",
             "",
-            "use super::ops::{add, and, hi, lo, shr52, MASK};",
+            "use super::ops::{add, and, eq_mask, hi, lo, mov_masked, shr52, MASK};",
             "",
             function(
                 "sqr20",
                 ["`x = x^2 / R mod m` (`k0 = -m^-1 mod 2^52`)."],
                 "x: &mut [__m512i; 20], m: &[__m512i; 20], k0: __m512i",
                 sqr,
+            ),
+            "",
+            function(
+                "sqr20_select",
+                [
+                    "`x = x^2 / R mod m`, and part `part` (of 5) of the scan of",
+                    f"`table` for lane-wise entry `idx` into `sel`: entries `{SEL_ENTRIES} part ..`",
+                    f"`{SEL_ENTRIES} part + {SEL_ENTRIES - 1}` (those that exist) are moved into `sel`'s lanes",
+                    "whose `idx` names them. Each `idx` lane `< 32`.",
+                ],
+                "x: &mut [__m512i; 20], m: &[__m512i; 20], k0: __m512i, "
+                f"table: &[[__m512i; 20]; {TABLE}], idx: __m512i, part: usize, "
+                "sel: &mut [__m512i; 20]",
+                sqr_sel,
             ),
             "",
             function(

@@ -47,3 +47,17 @@ pub(super) fn shr52(a: __m512i) -> __m512i {
     // SAFETY: as in `lo`.
     unsafe { _mm512_srli_epi64::<52>(a) }
 }
+
+/// Lanes of `a` where `k` is set, of `src` elsewhere.
+#[inline(always)]
+pub(super) fn mov_masked(src: __m512i, k: __mmask8, a: __m512i) -> __m512i {
+    // SAFETY: as in `lo`.
+    unsafe { _mm512_mask_mov_epi64(src, k, a) }
+}
+
+/// The lanes of `v` equal to `c`.
+#[inline(always)]
+pub(super) fn eq_mask(v: __m512i, c: u64) -> __mmask8 {
+    // SAFETY: as in `lo`.
+    unsafe { _mm512_cmpeq_epi64_mask(v, _mm512_set1_epi64(c as i64)) }
+}
