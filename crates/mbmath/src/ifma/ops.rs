@@ -61,3 +61,24 @@ pub(super) fn eq_mask(v: __m512i, c: u64) -> __mmask8 {
     // SAFETY: as in `lo`.
     unsafe { _mm512_cmpeq_epi64_mask(v, _mm512_set1_epi64(c as i64)) }
 }
+
+/// `a - b` per lane (wrapping).
+#[inline(always)]
+pub(super) fn sub(a: __m512i, b: __m512i) -> __m512i {
+    // SAFETY: as in `lo`.
+    unsafe { _mm512_sub_epi64(a, b) }
+}
+
+/// `a ^ b` per lane.
+#[inline(always)]
+pub(super) fn xor(a: __m512i, b: __m512i) -> __m512i {
+    // SAFETY: as in `lo`.
+    unsafe { _mm512_xor_si512(a, b) }
+}
+
+/// `a >> 52` per lane, arithmetic (signed column sums and borrows).
+#[inline(always)]
+pub(super) fn sra52(a: __m512i) -> __m512i {
+    // SAFETY: as in `lo`.
+    unsafe { _mm512_srai_epi64::<52>(a) }
+}
