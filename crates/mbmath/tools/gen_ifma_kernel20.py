@@ -10,15 +10,19 @@ repository root after changing the schedule:
     python3 crates/mbmath/tools/gen_ifma_kernel20.py && cargo fmt -p quickshake-mbmath
 
 Schedule:
-* multiplication: column sums in blocks of 10 lower columns; each product's
-  low half goes to column i + j, its high half to i + j + 1 (400 products);
+* each product's low half goes to column i + j, its high half to i + j + 1;
+* multiplication, one Karatsuba step: a b = a0 b0 + (a0 b0 + a1 b1
+  + (a0 - a1)(b1 - b0)) 2^520 + a1 b1 2^1040, three 10x10 products (300
+  instead of 400; the middle one of |a0 - a1| and |b1 - b0|, negated per lane
+  under the xor of their signs as (x ^ s) - s);
 * squaring, one Karatsuba step: a = a0 + a1 2^520 (10 limbs each),
   a^2 = a0^2 + (a0^2 + a1^2 - |a0 - a1|^2) 2^520 + a1^2 2^1040, three 10-limb
   squares (cross products once, doubled, plus the diagonal): 165 products
   instead of 210. |a0 - a1| comes from a borrow chain and a masked
   complement (no branch). The middle columns may be negative: every column
-  is a signed 64-bit sum (|column| < 2^62) and the squaring's reduction
-  carries with arithmetic shifts;
+  is a signed 64-bit sum (|column| < 2^62: each 10-limb product column is
+  below 20 * 2^52, the reduction adds 40 terms below 2^52 and the carries)
+  and the reductions carry with arithmetic shifts;
 * reduction row by row: the digit u_i of column i, then u_i * m's two lowest
   limbs, the carry of column i into i + 1 and the next digit (so the digit chain
   is ~13 cycles per row), then u_i * m's other 18 limbs;
@@ -34,7 +38,6 @@ import os
 import sys
 
 N = 20
-BLOCK = 10
 # Table entries scanned per stitched squaring: WINDOW = 5 squarings cover 35
 # slots of a 32-entry table (slots past the table repeat its last address with
 # a mask that never matches).
@@ -59,6 +62,74 @@ def half_square(out, src, dst):
         out.append(f"{dst}{2 * i + 1} = hi({dst}{2 * i + 1}, {src(i)}, {src(i)});")
 
 
+def absdiff(out, x, y, name, sign):
+    """`{name}0..9` = |x - y| (10 normalised limbs each side) and `{sign}` all
+    ones in the lanes where x < y: a borrow chain, then the complement plus
+    one under that mask (no branch)."""
+    h = N // 2
+    out.append("let mut bw = zero;")
+    for i in range(h):
+        out.append(f"let t = add(sub({x(i)}, {y(i)}), bw);")
+        out.append(f"let {name}d{i} = and(t, mask);")
+        out.append("bw = sra52(t);")
+    out.append(f"let {sign} = bw;")
+    out.append(f"let flip = and({sign}, mask);")
+    out.append(f"let mut cy = and({sign}, one);")
+    for i in range(h):
+        out.append(f"let t = add(xor({name}d{i}, flip), cy);")
+        out.append(f"let {name}{i} = and(t, mask);")
+        if i + 1 < h:
+            out.append("cy = shr52(t);")
+
+
+def half_mul(out, x, y, dst):
+    """Column sums of the product of 10-limb `x(i)` and `y(j)` into locals
+    `{dst}0..{dst}19`."""
+    h = N // 2
+    for c in range(2 * h):
+        out.append(f"let mut {dst}{c} = zero;")
+    for c0 in (0, h):
+        for j in range(h):
+            for i in range(h):
+                if c0 <= i + j < c0 + h:
+                    out.append(f"{dst}{i + j} = lo({dst}{i + j}, {x(i)}, {y(j)});")
+                    out.append(f"{dst}{i + j + 1} = hi({dst}{i + j + 1}, {x(i)}, {y(j)});")
+
+
+def combine(out, lo_half, hi_half, mid, mid_sub=False):
+    """r = lo_half + (lo_half + hi_half + mid) 2^520 + hi_half 2^1040, column
+    by column (`mid(k)` the middle term's column k, subtracted if `mid_sub`)."""
+    h = N // 2
+    for c in range(2 * N):
+        terms = []
+        if c < 2 * h:
+            terms.append(f"{lo_half}{c}")
+        if h <= c < 3 * h:
+            k = c - h
+            terms += [f"{lo_half}{k}", f"{hi_half}{k}", "-" + mid(k) if mid_sub else mid(k)]
+        if c >= 2 * h:
+            terms.append(f"{hi_half}{c - 2 * h}")
+        expr = terms[0]
+        for t in terms[1:]:
+            expr = f"sub({expr}, {t[1:]})" if t.startswith("-") else f"add({expr}, {t})"
+        out.append(f"let mut r{c} = {expr};")
+
+
+def product_mul_karatsuba(out):
+    """ab = a0 b0 + (a0 b0 + a1 b1 + (a0 - a1)(b1 - b0)) 2^520 + a1 b1 2^1040:
+    three 10x10 products (300 instead of 400); the middle product's sign is
+    applied per lane with a masked negation ((x ^ s) - s), columns signed as in
+    the squaring."""
+    h = N // 2
+    absdiff(out, lambda i: f"a[{i}]", lambda i: f"a[{i + h}]", "ea", "sga")
+    absdiff(out, lambda i: f"b[{i + h}]", lambda i: f"b[{i}]", "eb", "sgb")
+    out.append("let sgm = xor(sga, sgb);")
+    half_mul(out, lambda i: f"a[{i}]", lambda j: f"b[{j}]", "za")
+    half_mul(out, lambda i: f"a[{i + h}]", lambda j: f"b[{j + h}]", "zb")
+    half_mul(out, lambda i: f"ea{i}", lambda j: f"eb{j}", "zd")
+    combine(out, "za", "zb", lambda k: f"sub(xor(zd{k}, sgm), sgm)")
+
+
 def product_sqr_karatsuba(out):
     """a = a0 + a1 B (B = 2^520): a^2 = a0^2 + (a0^2 + a1^2 - (a0 - a1)^2) B
     + a1^2 B^2, three 10-limb squares (330 multiply-adds instead of 420).
@@ -66,45 +137,11 @@ def product_sqr_karatsuba(out):
     the middle columns may be negative (two's complement), so the reduction
     carries with arithmetic shifts."""
     h = N // 2
-    out.append("let mut bw = zero;")
-    for i in range(h):
-        out.append(f"let t = add(sub(a[{i}], a[{i + h}]), bw);")
-        out.append(f"let d{i} = and(t, mask);")
-        out.append("bw = sra52(t);")
-    # bw: all ones where a0 < a1; |d| = 2^520 - d there (complement plus one).
-    out.append("let flip = and(bw, mask);")
-    out.append("let mut cy = and(bw, one);")
-    for i in range(h):
-        out.append(f"let t = add(xor(d{i}, flip), cy);")
-        out.append(f"let e{i} = and(t, mask);")
-        if i + 1 < h:
-            out.append("cy = shr52(t);")
+    absdiff(out, lambda i: f"a[{i}]", lambda i: f"a[{i + h}]", "e", "sg")
     half_square(out, lambda i: f"a[{i}]", "sa")
     half_square(out, lambda i: f"a[{i + h}]", "sb")
     half_square(out, lambda i: f"e{i}", "sd")
-    for c in range(2 * N):
-        terms = []
-        if c < 2 * h:
-            terms.append(("+", f"sa{c}"))
-        if h <= c < 3 * h:
-            k = c - h
-            terms += [("+", f"sa{k}"), ("+", f"sb{k}"), ("-", f"sd{k}")]
-        if c >= 2 * h:
-            terms.append(("+", f"sb{c - 2 * h}"))
-        expr = terms[0][1]
-        for sign, t in terms[1:]:
-            expr = f"{'add' if sign == '+' else 'sub'}({expr}, {t})"
-        out.append(f"let mut r{c} = {expr};")
-
-
-def product_mul(out):
-    for c0 in range(0, 2 * N - 1, BLOCK):
-        c1 = min(c0 + BLOCK, 2 * N - 1)
-        for j in range(N):
-            for i in range(N):
-                if c0 <= i + j < c1:
-                    out.append(f"r{i + j} = lo(r{i + j}, a[{i}], b[{j}]);")
-                    out.append(f"r{i + j + 1} = hi(r{i + j + 1}, a[{i}], b[{j}]);")
+    combine(out, "sa", "sb", lambda k: f"sd{k}", mid_sub=True)
 
 
 SHIFT = "shr52"
@@ -186,8 +223,8 @@ def main():
     reduction(sqr, "sra52")
     sqr_sel = stitch(sqr[:])
     mul = ["let a = *x;"]
-    product_mul(mul)
-    reduction(mul)
+    product_mul_karatsuba(mul)
+    reduction(mul, "sra52")
     text = "\n".join(
         [
             "//! Generated by `crates/mbmath/tools/gen_ifma_kernel20.py`; do not edit by hand.",
@@ -198,7 +235,7 @@ def main():
             "//! code, every column sum a local: no branch and no address depends on",
             "//! the data (the stitched table scan addresses entries by the public",
             "//! part number; the secret window index only makes the lane masks).",
-            "//! The squaring is one Karatsuba step over signed column sums; the",
+            "//! Both products are one Karatsuba step over signed column sums; the",
             "//! schedule and its bounds are described in the generator.",
             "",
             "use core::arch::x86_64::*;",
