@@ -3,14 +3,20 @@
 //!
 //! A number of `L` 64-bit limbs uses `N = ceil((64 L + 2) / 52)` limbs of 52
 //! bits (20 for 1024-bit moduli), so `R = 2^(52 N) > 4 m` and products stay
-//! almost reduced (`< 2 m`). Each 52x52-bit product adds its low half to
-//! column `i + j` and its high half to column `i + j + 1`; columns collect at
-//! most `4 N` terms below `2^52` (`< 2^60`) before the single normalisation per
-//! multiplication. Squaring computes cross products once, doubles the
-//! columns, then adds the diagonal. Products, reductions and table selection
-//! write into their destination (the exponentiation's accumulator, the
-//! caller's column buffer): no 2.5 KB column array or result is returned by
-//! value and copied.
+//! almost reduced (`< 2 m`).
+//!
+//! 1024-bit moduli (RSA-2048, the case that matters most) run the generated
+//! straight-line kernels of [`kernel20`] (column sums as locals, one Karatsuba
+//! step, row-by-row reduction with the next digit computed early, the next
+//! window's table scan stitched into the squarings: see
+//! `tools/gen_ifma_kernel20.py`). Other sizes (30 and 40 limbs) use the
+//! generic code below: each 52x52-bit product adds its low half to column
+//! `i + j` and its high half to column `i + j + 1`; columns collect at most
+//! `4 N` terms below `2^52` (`< 2^60`) before the single normalisation per
+//! multiplication; squaring computes cross products once, doubles the
+//! columns, then adds the diagonal; products, reductions and table selection
+//! write into their destination (no 2.5 KB column array or result returned by
+//! value and copied).
 
 use core::arch::x86_64::*;
 

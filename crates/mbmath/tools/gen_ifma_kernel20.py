@@ -185,7 +185,7 @@ def stitch(body):
         groups.append(g)
     head = []
     for e in range(SEL_ENTRIES):
-        head.append(f"let slot = part * {SEL_ENTRIES} + {e};")
+        head.append(f"let slot = part * {SEL_ENTRIES}" + (f" + {e};" if e else ";"))
         head.append(f"let q{e} = eq_mask(idx, slot as u64);")
         head.append(f"let t{e} = &table[slot.min({TABLE - 1})];")
     out = head

@@ -1486,7 +1486,7 @@ pub(super) fn sqr20_select(
     let zero = _mm512_setzero_si512();
     let mask = _mm512_set1_epi64(MASK as i64);
     let one = _mm512_set1_epi64(1);
-    let slot = part * 7 + 0;
+    let slot = part * 7;
     let q0 = eq_mask(idx, slot as u64);
     let t0 = &table[slot.min(31)];
     let slot = part * 7 + 1;
