@@ -408,7 +408,8 @@ def engines_section(R, out, results_path):
                    "inside a round is the median of single calls (a neighbour's burst on a shared machine "
                    "moves a mean, not a median); 7 rounds alternate BoringSSL and every engine, and the "
                    "closing `ratio=` is the median of the per-round ratios (`best=`: best round over best "
-                   "round). How the engines got there and what was tried: "
+                   "round); where crypto_mb runs, `vs=crypto_mb` lines give each backend's per-round "
+                   "ratio to crypto_mb's rate (median and range). How the engines got there and what was tried: "
                    "[bench/engine-notes.md](../bench/engine-notes.md).\n")
         out.append("```")
         with open(engine_txt) as f:

@@ -147,9 +147,11 @@ pub fn ranking_for(ifma: bool) -> &'static [&'static str] {
     }
 }
 
-/// CPUs with AVX-512 IFMA. AMD EPYC Zen 4: crypto_mb 4.2-5.5x BoringSSL, ifma 3.0-3.8x, avx2
-/// 1.3-1.7x (issue 19's run, medians of 7 per-round ratios: crypto_mb 4.40x, ifma 3.36x, avx2
-/// 1.71x); Intel Xeon (Sapphire Rapids class): crypto_mb 6.5-6.8x, ifma 3.4-4.2x, avx2 1.3x.
+/// CPUs with AVX-512 IFMA. AMD EPYC Zen 4: crypto_mb 4.1-4.4x BoringSSL, ifma 4.2-4.3x, avx2
+/// 1.5-1.7x (issue 19's generated ifma kernels, `bench/engine` medians of 7 per-round ratios;
+/// ifma / crypto_mb per round, four runs: 0.97, 0.99, 0.97 and 1.07 in a noisy one: a tie that
+/// crypto_mb still edges, so it stays first); Intel Xeon (Sapphire Rapids class, measured before
+/// those kernels): crypto_mb 6.5-6.8x, ifma 3.4-4.2x, avx2 1.3x.
 pub const RANKING_IFMA: &[&str] = &["crypto_mb", "ifma", "avx2"];
 /// CPUs without IFMA (e.g. AMD Zen 2/3, Intel Skylake/Cascade Lake): crypto_mb and ifma do not
 /// run there; avx2 is the only engine (measured on the IFMA CPUs above, where it beats

@@ -1,6 +1,7 @@
 //! Micro-benchmark of the multi-buffer arithmetic alone, for tuning this crate.
 //!
 //! `cargo run --release -p quickshake-mbmath --example engine_bench [-- SECONDS]`
+//! (`ENGINE_BENCH_ONLY=<backend name>` times that backend alone)
 //!
 //! Prints the CPU features mbmath detects at run time and its backends, then per available
 //! backend: ns per 1024-bit Montgomery multiplication and squaring per lane (16 lanes in
@@ -151,7 +152,12 @@ fn main() {
         "signs/s/core",
         "us/modexp"
     );
+    // `ENGINE_BENCH_ONLY=ifma` (a backend name): that backend alone, e.g. under `perf record`.
+    let only = std::env::var("ENGINE_BENCH_ONLY").ok();
     for kind in available_backends() {
+        if only.as_deref().is_some_and(|o| o != kind.name()) {
+            continue;
+        }
         let backend = Backend::new(kind).unwrap();
         // Best of many short runs: robust against other load on the machine.
         let best = |f: &dyn Fn()| -> f64 {

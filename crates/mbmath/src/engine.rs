@@ -65,6 +65,25 @@ pub(crate) trait LaneEngine {
     fn select_packed(&self, packed: &[Self::Num], idx: &[u64], out: &mut Self::Num) {
         *out = self.select(packed, idx);
     }
+    /// `self.sqr_assign(ctx, x)` together with part `part` (`0..WINDOW`, in
+    /// order) of `self.select_packed(packed, idx, out)`: once the `WINDOW`
+    /// parts have run, `out` holds the selection. Backends may stitch their
+    /// part of the scan into the squaring (still a full masked scan over the
+    /// parts). Default: the whole selection with the last part.
+    fn sqr_assign_select_part(
+        &self,
+        ctx: &Self::Ctx,
+        x: &mut Self::Num,
+        packed: &[Self::Num],
+        idx: &[u64],
+        part: usize,
+        out: &mut Self::Num,
+    ) {
+        self.sqr_assign(ctx, x);
+        if part + 1 == WINDOW {
+            self.select_packed(packed, idx, out);
+        }
+    }
     /// Overwrites secret temporaries.
     fn wipe(&self, x: &mut Self::Num);
 }
@@ -117,11 +136,12 @@ fn mod_exp_group<E: LaneEngine>(
     e.select_packed(&table, &idx[..lanes], &mut acc);
     let mut t = acc;
     for w in (0..nwin - 1).rev() {
-        for _ in 0..WINDOW {
-            e.sqr_assign(ctx, &mut acc);
-        }
+        // The next window's entry is found during the squarings (its index
+        // does not depend on them).
         window(&mut idx, w);
-        e.select_packed(&table, &idx[..lanes], &mut t);
+        for part in 0..WINDOW {
+            e.sqr_assign_select_part(ctx, &mut acc, &table, &idx[..lanes], part, &mut t);
+        }
         e.mul_assign(ctx, &mut acc, &t);
     }
     e.wipe(&mut t);

@@ -3,23 +3,32 @@
 //!
 //! A number of `L` 64-bit limbs uses `N = ceil((64 L + 2) / 52)` limbs of 52
 //! bits (20 for 1024-bit moduli), so `R = 2^(52 N) > 4 m` and products stay
-//! almost reduced (`< 2 m`). Each 52x52-bit product adds its low half to
-//! column `i + j` and its high half to column `i + j + 1`; columns collect at
-//! most `4 N` terms below `2^52` (`< 2^60`) before the single normalisation per
-//! multiplication. Squaring computes cross products once, doubles the
-//! columns, then adds the diagonal. Products, reductions and table selection
-//! write into their destination (the exponentiation's accumulator, the
-//! caller's column buffer): no 2.5 KB column array or result is returned by
-//! value and copied.
+//! almost reduced (`< 2 m`).
+//!
+//! 1024-bit moduli (RSA-2048, the case that matters most) run the generated
+//! straight-line kernels of [`kernel20`] (column sums as locals, one Karatsuba
+//! step, row-by-row reduction with the next digit computed early, the next
+//! window's table scan stitched into the squarings: see
+//! `tools/gen_ifma_kernel20.py`). Other sizes (30 and 40 limbs) use the
+//! generic code below: each 52x52-bit product adds its low half to column
+//! `i + j` and its high half to column `i + j + 1`; columns collect at most
+//! `4 N` terms below `2^52` (`< 2^60`) before the single normalisation per
+//! multiplication; squaring computes cross products once, doubles the
+//! columns, then adds the diagonal; products, reductions and table selection
+//! write into their destination (no 2.5 KB column array or result returned by
+//! value and copied).
 
 use core::arch::x86_64::*;
 
 use crate::bigint::{from_radix, to_radix};
-use crate::engine::{ExpJob, LaneEngine};
+use crate::engine::{ExpJob, LaneEngine, WINDOW};
 use crate::token::IfmaToken;
 
-const BITS: u32 = 52;
-const MASK: u64 = (1 << BITS) - 1;
+mod kernel20;
+mod ops;
+
+use ops::{add, hi, lo, shr52, BITS, MASK};
+
 const LANES: usize = 8;
 
 /// IFMA engine for `N` radix-2^52 limbs (`N2 = 2 N`).
@@ -55,31 +64,6 @@ fn from_vec(x: __m512i) -> [u64; 8] {
 #[target_feature(enable = "avx512f,avx512ifma")]
 fn zero<const N: usize>() -> [__m512i; N] {
     [_mm512_setzero_si512(); N]
-}
-
-#[inline(always)]
-fn lo(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
-    // SAFETY: only called from `#[target_feature(enable = "avx512f,avx512ifma")]`
-    // functions (inlined there), which only run after an `IfmaToken` was obtained.
-    unsafe { _mm512_madd52lo_epu64(acc, a, b) }
-}
-
-#[inline(always)]
-fn hi(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
-    // SAFETY: as in `lo`.
-    unsafe { _mm512_madd52hi_epu64(acc, a, b) }
-}
-
-#[inline(always)]
-fn add(a: __m512i, b: __m512i) -> __m512i {
-    // SAFETY: as in `lo`.
-    unsafe { _mm512_add_epi64(a, b) }
-}
-
-#[inline(always)]
-fn shr52(a: __m512i) -> __m512i {
-    // SAFETY: as in `lo`.
-    unsafe { _mm512_srli_epi64::<52>(a) }
 }
 
 /// Rank-4 update: for `k < 4`, `j < y.len()`, adds the low half of
@@ -244,6 +228,18 @@ fn mont_assign<const N: usize, const N2: usize>(
     x: &mut [__m512i; N],
     b: Option<&[__m512i; N]>,
 ) {
+    // 1024-bit moduli (RSA-2048's primes): the generated straight-line kernels
+    // (`N` is a constant, so this choice is made at compile time).
+    if let (Ok(x20), Ok(n20)) = (
+        <&mut [__m512i; 20]>::try_from(&mut x[..]),
+        <&[__m512i; 20]>::try_from(&ctx.n[..]),
+    ) {
+        match b.map(|b| <&[__m512i; 20]>::try_from(&b[..])) {
+            None => return kernel20::sqr20(x20, n20, ctx.k0),
+            Some(Ok(b20)) => return kernel20::mul20(x20, b20, n20, ctx.k0),
+            Some(Err(_)) => {}
+        }
+    }
     let mut t = [_mm512_setzero_si512(); N2];
     match b {
         Some(b) => mul_wide::<N, N2>(x, b, &mut t),
@@ -334,9 +330,49 @@ impl<const N: usize, const N2: usize> LaneEngine for IfmaEngine<N, N2> {
         unsafe { select::<N>(table, idx, out) }
     }
 
+    fn sqr_assign_select_part(
+        &self,
+        ctx: &IfmaCtx<N>,
+        x: &mut [__m512i; N],
+        table: &[[__m512i; N]],
+        idx: &[u64],
+        part: usize,
+        out: &mut [__m512i; N],
+    ) {
+        // 1024-bit moduli with the 32-entry table: the squaring with its part
+        // of the scan stitched in (5 parts of 7 entries cover the table).
+        if let (Ok(x20), Ok(n20), Ok(t20), Ok(o20)) = (
+            <&mut [__m512i; 20]>::try_from(&mut x[..]),
+            <&[__m512i; 20]>::try_from(&ctx.n[..]),
+            <&[[__m512i; 20]; 32]>::try_from(table_20(table)),
+            <&mut [__m512i; 20]>::try_from(&mut out[..]),
+        ) {
+            if WINDOW == 5 {
+                let idx = to_vec(core::array::from_fn(|l| idx[l]));
+                // SAFETY: `self` holds an `IfmaToken` (AVX-512F + IFMA present).
+                unsafe { kernel20::sqr20_select(x20, n20, ctx.k0, t20, idx, part, o20) };
+                return;
+            }
+        }
+        self.sqr_assign(ctx, x);
+        if part + 1 == WINDOW {
+            self.select_packed(table, idx, out);
+        }
+    }
+
     fn wipe(&self, x: &mut [__m512i; N]) {
         // SAFETY: `self` holds an `IfmaToken` (AVX-512F + IFMA present).
         *x = unsafe { zero::<N>() };
         core::hint::black_box(x);
     }
+}
+
+/// `t` as a slice of 20-limb numbers when `N = 20`, else empty.
+fn table_20<const N: usize>(t: &[[__m512i; N]]) -> &[[__m512i; 20]] {
+    if N != 20 {
+        return &[];
+    }
+    // SAFETY: `N == 20`, so `[__m512i; N]` is `[__m512i; 20]`: same size,
+    // alignment and layout; the slice keeps `t`'s length and lifetime.
+    unsafe { core::slice::from_raw_parts(t.as_ptr().cast::<[__m512i; 20]>(), t.len()) }
 }

@@ -6,8 +6,11 @@
 //! one at a time, in alternating rounds; the small-batch crossover of each engine; and one
 //! closing line per backend: `rsa2048 backend=<name> ratio=<x> best=<y> rounds=<r>` (`ratio`:
 //! the median over the rounds of the per-round ratio of its signatures/s to BoringSSL's in the
-//! same round; `best`: its best round over BoringSSL's best round). Every rate inside a round is
-//! the median of single-call times, so a neighbour's burst on a shared machine moves neither.
+//! same round; `best`: its best round over BoringSSL's best round), and where crypto_mb runs,
+//! one `rsa2048 backend=<name> vs=crypto_mb ratio=<x> range=<lo>-<hi> rounds=<r>` per other
+//! backend (median and range of the per-round ratios of its signatures/s to crypto_mb's). Every
+//! rate inside a round is the median of single-call times, so a neighbour's burst on a shared
+//! machine moves neither.
 //!
 //! `unsafe` is needed for two BoringSSL calls `boring` does not wrap (Montgomery context and
 //! multiplication), each marked `// SAFETY:`.
@@ -112,6 +115,19 @@ fn main() {
             median(&ratios[i]),
             max(&rates[i]) / boring
         );
+    }
+    // Each engine against crypto_mb, round by round (crypto_mb runs right after the others in
+    // every round).
+    if let Some(c) = engines.iter().position(|(name, _)| name == "crypto_mb") {
+        for (i, (name, _)) in engines.iter().enumerate().filter(|&(i, _)| i != c) {
+            let r: Vec<f64> = rates[i].iter().zip(&rates[c]).map(|(a, b)| a / b).collect();
+            println!(
+                "rsa2048 backend={name} vs=crypto_mb ratio={:.2} range={:.2}-{:.2} rounds={ROUNDS}",
+                median(&r),
+                min(&r),
+                max(&r)
+            );
+        }
     }
 }
 
