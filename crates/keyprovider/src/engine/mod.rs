@@ -13,6 +13,8 @@ pub mod software;
 use std::fmt;
 use std::time::Duration;
 
+use crate::padding::SignView;
+
 /// What an engine can do, for `doctor`, `/config_dump` and the batching decision.
 #[derive(Debug, Clone)]
 pub struct Capabilities {
@@ -157,6 +159,16 @@ pub trait Engine: Send + Sync + 'static {
     /// [`rsa_private`](Self::rsa_private), for engines that tell the two apart (a token's key
     /// usage); only batches holding decryptions alone come here.
     fn rsa_decrypt(&self, lanes: &[RsaLane<'_>]) -> Vec<LaneResult> {
+        self.rsa_private(lanes)
+    }
+    /// RSA signatures: `lanes[i].input` is the block we padded, `views[i]` how it was made
+    /// (scheme, digest, hash). Engines that sign with a device's own padding (a PKCS#11
+    /// token's PSS or PKCS#1 v1.5 mechanism) use the view; the rest compute the raw operation
+    /// ([`rsa_private`](Self::rsa_private)), the default. A PSS result made this way carries the
+    /// device's salt: the provider accepts it only as a valid EMSA-PSS encoding of the hash.
+    /// Only batches holding signatures alone come here.
+    fn rsa_sign(&self, lanes: &[RsaLane<'_>], views: &[&SignView]) -> Vec<LaneResult> {
+        let _ = views;
         self.rsa_private(lanes)
     }
     /// Whether [`rsa_decrypt`](Self::rsa_decrypt) can work: a token that refuses raw RSA

@@ -32,7 +32,12 @@ pub const USER_PIN: &str = "u53r-PIN-9f3b1c";
 pub const SO_PIN: &str = "s0-PIN-77aa01";
 
 /// The keys in the token: (label, CKA_ID hex).
-pub const KEYS: [(&str, &str); 3] = [("rsa2048", "01"), ("rsa3072", "02"), ("ec256", "03")];
+pub const KEYS: [(&str, &str); 4] = [
+    ("rsa2048", "01"),
+    ("rsa3072", "02"),
+    ("ec256", "03"),
+    ("rsa4096", "04"),
+];
 /// testdata's `rsa2048` key imported into the token (label `imported`): the one key a test can
 /// also hold as a plain `private_key`, for `fallback`.
 pub const IMPORTED: &str = "imported";
@@ -243,6 +248,7 @@ fn import_rsa(session: &Session, pem: &Path) {
             Attribute::Sign(true),
             Attribute::Decrypt(true),
             Attribute::Label(IMPORTED.as_bytes().to_vec()),
+        "rsa4096" => (Mechanism::RsaPkcsKeyPairGen, 4096),
             Attribute::Id(vec![0x10]),
             Attribute::Modulus(rsa.n().to_vec()),
             Attribute::PublicExponent(rsa.e().to_vec()),
