@@ -103,9 +103,15 @@ impl Drop for EcKeyParts {
 }
 
 /// Zero a secret buffer; `black_box` keeps the stores from being removed as dead.
-fn wipe(v: &mut [u8]) {
+pub(crate) fn wipe(v: &mut [u8]) {
     v.fill(0);
     std::hint::black_box(v);
+}
+
+/// Zero a secret string in place (its own allocation, taken without a copy) and empty it.
+pub(crate) fn wipe_string(s: &mut String) {
+    let mut bytes = std::mem::take(s).into_bytes();
+    wipe(&mut bytes);
 }
 
 /// One RSA lane: `input^d mod n`. `input` is big-endian, exactly the modulus length, `< n`.
@@ -155,12 +161,6 @@ pub trait Engine: Send + Sync + 'static {
     fn rsa_private(&self, lanes: &[RsaLane<'_>]) -> Vec<LaneResult>;
     /// Sign up to `capabilities().lanes` ECDSA P-256 digests. One result per lane, in order.
     fn ecdsa_sign(&self, lanes: &[EcdsaLane<'_>]) -> Vec<LaneResult>;
-    /// RSA decryption (the TLS 1.2 RSA key exchange): the same raw operation as
-    /// [`rsa_private`](Self::rsa_private), for engines that tell the two apart (a token's key
-    /// usage); only batches holding decryptions alone come here.
-    fn rsa_decrypt(&self, lanes: &[RsaLane<'_>]) -> Vec<LaneResult> {
-        self.rsa_private(lanes)
-    }
     /// RSA signatures: `lanes[i].input` is the block we padded, `views[i]` how it was made
     /// (scheme, digest, hash). Engines that sign with a device's own padding (a PKCS#11
     /// token's PSS or PKCS#1 v1.5 mechanism) use the view; the rest compute the raw operation
@@ -169,6 +169,12 @@ pub trait Engine: Send + Sync + 'static {
     /// Only batches holding signatures alone come here.
     fn rsa_sign(&self, lanes: &[RsaLane<'_>], views: &[&SignView]) -> Vec<LaneResult> {
         let _ = views;
+        self.rsa_private(lanes)
+    }
+    /// RSA decryption (the TLS 1.2 RSA key exchange): the same raw operation as
+    /// [`rsa_private`](Self::rsa_private), for engines that tell the two apart (a token's key
+    /// usage); only batches holding decryptions alone come here.
+    fn rsa_decrypt(&self, lanes: &[RsaLane<'_>]) -> Vec<LaneResult> {
         self.rsa_private(lanes)
     }
     /// Whether [`rsa_decrypt`](Self::rsa_decrypt) can work: a token that refuses raw RSA
