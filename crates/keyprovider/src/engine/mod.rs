@@ -4,6 +4,10 @@
 //! block (or a ciphertext), ECDSA P-256 signatures over a digest. Hashing, padding, result
 //! verification and fallback live in the provider, so every engine (crypto_mb, our own SIMD
 //! engines, an offload device, plain software, a fault injector) is held to the same checks.
+//! One exception, for devices that pad themselves: [`Engine::rsa_sign`] also gets how each
+//! signature's block was made ([`SignView`]: scheme, digest, hash), so a PKCS#11 token can
+//! sign with its own PSS or PKCS#1 v1.5 mechanism; the provider still checks the result (a
+//! PSS result with the device's salt only as a valid EMSA-PSS encoding of the same hash).
 
 pub mod crypto_mb;
 pub mod fault;
