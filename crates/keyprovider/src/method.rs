@@ -11,7 +11,7 @@ use boring::ssl::{
 
 use crate::key::{KeyType, ProviderKey};
 use crate::op::{OpKind, PendingOp};
-use crate::padding::{pkcs1_v15, pss, SigAlg};
+use crate::padding::{pkcs1_v15_hashed, pss_hashed, SigAlg, SignView};
 use crate::queue::Queues;
 
 /// The key method installed on a certificate's `SSL_CTX`: one key, fixed for the life of the
@@ -40,8 +40,17 @@ impl ProviderMethod {
         self.key.rsa.is_none() || self.queues.provider().rsa_decrypt_supported()
     }
 
-    fn queue(&self, kind: OpKind, input: Vec<u8>) -> BoxPrivateKeyMethodFuture {
+    fn queue(
+        &self,
+        kind: OpKind,
+        input: Vec<u8>,
+        signing: Option<SignView>,
+    ) -> BoxPrivateKeyMethodFuture {
         let (op, rx) = PendingOp::new(kind, self.key.clone(), input);
+        let op = match signing {
+            Some(view) => op.with_signing(view),
+            None => op,
+        };
         self.queues.submit(op);
         Box::pin(async move {
             let result = rx.await.map_err(|_| AsyncPrivateKeyMethodError)?;
@@ -69,12 +78,21 @@ impl AsyncPrivateKeyMethod for ProviderMethod {
     ) -> Result<BoxPrivateKeyMethodFuture, AsyncPrivateKeyMethodError> {
         let key = &self.key;
         let alg = SigAlg::from_boring(alg).ok_or(AsyncPrivateKeyMethodError)?;
-        let (kind, prepared) = match (alg, key.key_type) {
+        let rsa_view = |pss: bool, digest: crate::padding::Digest| {
+            digest
+                .digest(input)
+                .map(|hash| SignView { pss, digest, hash })
+        };
+        let (kind, prepared, signing) = match (alg, key.key_type) {
             (SigAlg::RsaPkcs1(d), KeyType::Rsa { .. }) => {
-                (OpKind::RsaSign, pkcs1_v15(d, input, key.rsa_len()))
+                let view = rsa_view(false, d).map_err(|_| AsyncPrivateKeyMethodError)?;
+                let block = pkcs1_v15_hashed(d, &view.hash, key.rsa_len());
+                (OpKind::RsaSign, block, Some(view))
             }
             (SigAlg::RsaPss(d), KeyType::Rsa { bits }) => {
-                (OpKind::RsaSign, pss(d, input, bits as usize))
+                let view = rsa_view(true, d).map_err(|_| AsyncPrivateKeyMethodError)?;
+                let block = pss_hashed(d, &view.hash, bits as usize);
+                (OpKind::RsaSign, block, Some(view))
             }
             (SigAlg::Ecdsa(d), KeyType::EcdsaP256) => (
                 OpKind::EcdsaSign,
@@ -83,11 +101,12 @@ impl AsyncPrivateKeyMethod for ProviderMethod {
                     h.truncate(32);
                     h
                 }),
+                None,
             ),
             _ => return Err(AsyncPrivateKeyMethodError),
         };
         let prepared = prepared.map_err(|_| AsyncPrivateKeyMethodError)?;
-        Ok(self.queue(kind, prepared))
+        Ok(self.queue(kind, prepared, signing))
     }
 
     fn decrypt(
@@ -101,6 +120,6 @@ impl AsyncPrivateKeyMethod for ProviderMethod {
         if k == 0 || input.len() != k {
             return Err(AsyncPrivateKeyMethodError);
         }
-        Ok(self.queue(OpKind::RsaDecrypt, input.to_vec()))
+        Ok(self.queue(OpKind::RsaDecrypt, input.to_vec(), None))
     }
 }

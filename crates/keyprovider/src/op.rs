@@ -8,6 +8,7 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 
 use crate::key::ProviderKey;
+use crate::padding::SignView;
 
 /// Which queue an operation waits in (and which histogram its batch is counted in).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -52,6 +53,10 @@ pub struct PendingOp {
     pub key: Arc<ProviderKey>,
     /// RSA: the padded block or ciphertext (modulus length). ECDSA: the digest.
     pub input: Vec<u8>,
+    /// RSA signatures: the scheme, digest and hash `input` was padded from, for engines that
+    /// sign with a device's own padding (PKCS#11 `CKM_RSA_PKCS_PSS`/`CKM_RSA_PKCS`); other
+    /// engines use `input` and ignore it. `None` for decryptions and ECDSA.
+    pub signing: Option<SignView>,
     pub enqueued: Instant,
     pub reply: oneshot::Sender<OpResult>,
 }
@@ -68,9 +73,16 @@ impl PendingOp {
             kind,
             key,
             input,
+            signing: None,
             enqueued: Instant::now(),
             reply,
         };
         (op, rx)
+    }
+
+    /// The same operation, carrying how its RSA signature is made (see [`signing`](Self::signing)).
+    pub fn with_signing(mut self, view: SignView) -> PendingOp {
+        self.signing = Some(view);
+        self
     }
 }

@@ -108,9 +108,34 @@ pub enum PaddingError {
     Random,
 }
 
+/// How an RSA signature is to be made, for engines that sign on a device with the device's own
+/// padding (a PKCS#11 token's `CKM_RSA_PKCS_PSS` or `CKM_RSA_PKCS`) rather than a raw RSA
+/// operation on our padded block. Public data only: the scheme, the digest and the hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignView {
+    /// PSS (MGF1 with the same digest, salt length = digest length) or PKCS#1 v1.5.
+    pub pss: bool,
+    pub digest: Digest,
+    /// The hash of the message (what the signature covers).
+    pub hash: Vec<u8>,
+}
+
+impl SignView {
+    /// `DigestInfo || H`, what PKCS#1 v1.5 signs (the input of `CKM_RSA_PKCS`).
+    pub fn digest_info(&self) -> Vec<u8> {
+        let mut t = self.digest.digest_info_prefix().to_vec();
+        t.extend_from_slice(&self.hash);
+        t
+    }
+}
+
 /// EMSA-PKCS1-v1_5: `00 01 FF.. 00 || DigestInfo || H`, `k` bytes.
 pub fn pkcs1_v15(digest: Digest, msg: &[u8], k: usize) -> Result<Vec<u8>, PaddingError> {
-    let h = digest.digest(msg)?;
+    pkcs1_v15_hashed(digest, &digest.digest(msg)?, k)
+}
+
+/// [`pkcs1_v15`] of an already computed hash `h`.
+pub fn pkcs1_v15_hashed(digest: Digest, h: &[u8], k: usize) -> Result<Vec<u8>, PaddingError> {
     let prefix = digest.digest_info_prefix();
     let t_len = prefix.len() + h.len();
     if k < t_len + 11 {
@@ -121,7 +146,7 @@ pub fn pkcs1_v15(digest: Digest, msg: &[u8], k: usize) -> Result<Vec<u8>, Paddin
     em[1] = 1;
     em[k - t_len - 1] = 0;
     em[k - t_len..k - h.len()].copy_from_slice(prefix);
-    em[k - h.len()..].copy_from_slice(&h);
+    em[k - h.len()..].copy_from_slice(h);
     Ok(em)
 }
 
@@ -129,7 +154,11 @@ pub fn pkcs1_v15(digest: Digest, msg: &[u8], k: usize) -> Result<Vec<u8>, Paddin
 /// requires), for a modulus of `mod_bits` bits. Returns `k` bytes (leading zero byte when
 /// `mod_bits - 1` is a multiple of 8).
 pub fn pss(digest: Digest, msg: &[u8], mod_bits: usize) -> Result<Vec<u8>, PaddingError> {
-    let m_hash = digest.digest(msg)?;
+    pss_hashed(digest, &digest.digest(msg)?, mod_bits)
+}
+
+/// [`pss`] of an already computed hash `m_hash`.
+pub fn pss_hashed(digest: Digest, m_hash: &[u8], mod_bits: usize) -> Result<Vec<u8>, PaddingError> {
     let h_len = m_hash.len();
     let em_bits = mod_bits - 1;
     let em_len = em_bits.div_ceil(8);
@@ -140,7 +169,7 @@ pub fn pss(digest: Digest, msg: &[u8], mod_bits: usize) -> Result<Vec<u8>, Paddi
     let mut salt = vec![0u8; h_len];
     boring::rand::rand_bytes(&mut salt).map_err(|_| PaddingError::Random)?;
     let mut m_prime = vec![0u8; 8];
-    m_prime.extend_from_slice(&m_hash);
+    m_prime.extend_from_slice(m_hash);
     m_prime.extend_from_slice(&salt);
     let h = digest.digest(&m_prime)?;
     let db_len = em_len - h_len - 1;
@@ -183,6 +212,82 @@ pub fn rsa_result_is_valid(public: &Rsa<Public>, input: &[u8], result: &[u8]) ->
     let mut back = vec![0u8; k];
     match public.public_encrypt(result, &mut back, Padding::NONE) {
         Ok(n) if n == k => boring::memcmp::eq(&back, input),
+        _ => false,
+    }
+}
+
+/// EMSA-PSS-VERIFY (RFC 8017 9.1.2) with MGF1 over the same digest and salt length = digest
+/// length, the only PSS parameters TLS allows: whether `em` (`k` bytes, the signature raised to
+/// `e`) encodes `m_hash` for a modulus of `mod_bits` bits. Works on public data only (a
+/// signature and a hash the peer sees anyway), so it need not be constant-time.
+pub fn pss_verify(digest: Digest, m_hash: &[u8], em: &[u8], mod_bits: usize) -> bool {
+    let h_len = m_hash.len();
+    if mod_bits < 2 || h_len == 0 {
+        return false;
+    }
+    let em_bits = mod_bits - 1;
+    let em_len = em_bits.div_ceil(8);
+    let k = mod_bits.div_ceil(8);
+    if em.len() != k || em_len < 2 * h_len + 2 {
+        return false;
+    }
+    // A `k`-byte block whose top `k - em_len` bytes must be zero.
+    let (top, em) = em.split_at(k - em_len);
+    if top.iter().any(|b| *b != 0) || em[em_len - 1] != 0xbc {
+        return false;
+    }
+    let db_len = em_len - h_len - 1;
+    let (masked_db, h) = em.split_at(db_len);
+    let h = &h[..h_len];
+    let unused = 8 * em_len - em_bits;
+    if masked_db[0] & !(0xffu8 >> unused) != 0 {
+        return false;
+    }
+    let Ok(mask) = mgf1(digest, h, db_len) else {
+        return false;
+    };
+    let mut db: Vec<u8> = masked_db.iter().zip(mask).map(|(a, b)| a ^ b).collect();
+    db[0] &= 0xffu8 >> unused;
+    // DB = PS (zeros) || 0x01 || salt, salt length = h_len.
+    let ps_len = db_len - h_len - 1;
+    if db[..ps_len].iter().any(|b| *b != 0) || db[ps_len] != 1 {
+        return false;
+    }
+    let salt = &db[ps_len + 1..];
+    let mut m_prime = vec![0u8; 8];
+    m_prime.extend_from_slice(m_hash);
+    m_prime.extend_from_slice(salt);
+    digest
+        .digest(&m_prime)
+        .is_ok_and(|h2| boring::memcmp::eq(&h2, h))
+}
+
+/// Check a token-made RSA signature of the scheme `view` names: `result^e` must equal the block
+/// we padded (`input`: a raw or PKCS#1 v1.5 signature is deterministic), or, for PSS only, be
+/// a valid EMSA-PSS encoding of the hash with salt length = hash length (the token chose its own
+/// salt). Nothing else is accepted.
+pub fn rsa_signature_is_valid(
+    public: &Rsa<Public>,
+    input: &[u8],
+    view: &SignView,
+    result: &[u8],
+) -> bool {
+    let k = public.size() as usize;
+    if result.len() != k || input.len() != k {
+        return false;
+    }
+    let mut back = vec![0u8; k];
+    match public.public_encrypt(result, &mut back, Padding::NONE) {
+        Ok(n) if n == k => {
+            boring::memcmp::eq(&back, input)
+                || (view.pss
+                    && pss_verify(
+                        view.digest,
+                        &view.hash,
+                        &back,
+                        public.n().num_bits() as usize,
+                    ))
+        }
         _ => false,
     }
 }
@@ -236,6 +341,82 @@ mod tests {
             .expect("saltlen");
         v.update(b"m").expect("update");
         assert!(v.verify(&sig).expect("verify"));
+    }
+
+    /// Our EMSA-PSS-VERIFY accepts what BoringSSL's signer makes with salt length = hash
+    /// length, and nothing else: other salt lengths, another hash, a flipped bit.
+    #[test]
+    fn pss_verify_agrees_with_boringssl() {
+        use boring::sign::Signer;
+        for bits in [2048u32, 1280, 3072] {
+            let rsa = Rsa::generate(bits).expect("keygen");
+            let mod_bits = rsa.n().num_bits() as usize;
+            let public = Rsa::from_public_components(
+                rsa.n().to_owned().unwrap(),
+                rsa.e().to_owned().unwrap(),
+            )
+            .unwrap();
+            let pkey = PKey::from_rsa(rsa.clone()).expect("pkey");
+            let msg = b"tls 1.3 certificate verify";
+            for d in [Digest::Sha256, Digest::Sha384, Digest::Sha512] {
+                let h = d.digest(msg).unwrap();
+                let sign = |salt: RsaPssSaltlen| {
+                    let mut s = Signer::new(d.md(), &pkey).expect("signer");
+                    s.set_rsa_padding(Padding::PKCS1_PSS).expect("pss");
+                    s.set_rsa_pss_saltlen(salt).expect("saltlen");
+                    s.update(msg).expect("update");
+                    s.sign_to_vec().expect("sign")
+                };
+                let view = SignView {
+                    pss: true,
+                    digest: d,
+                    hash: h.clone(),
+                };
+                // Our own block is unrelated to the token's: only the PSS check can pass.
+                let ours = pss_hashed(d, &h, mod_bits).unwrap();
+                let good = sign(RsaPssSaltlen::DIGEST_LENGTH);
+                assert!(
+                    rsa_signature_is_valid(&public, &ours, &view, &good),
+                    "{bits} {d:?}"
+                );
+                let mut em = vec![0u8; rsa.size() as usize];
+                public
+                    .public_encrypt(&good, &mut em, Padding::NONE)
+                    .unwrap();
+                assert!(pss_verify(d, &h, &em, mod_bits));
+                // Another salt length, another hash, a flipped bit, PKCS#1 v1.5 views: refused.
+                for salt in [
+                    RsaPssSaltlen::custom(0),
+                    RsaPssSaltlen::custom(h.len() as i32 + 1),
+                ] {
+                    let other = sign(salt);
+                    assert!(
+                        !rsa_signature_is_valid(&public, &ours, &view, &other),
+                        "salt"
+                    );
+                }
+                let other_hash = SignView {
+                    hash: d.digest(b"another message").unwrap(),
+                    ..view.clone()
+                };
+                assert!(!rsa_signature_is_valid(&public, &ours, &other_hash, &good));
+                let mut bad = good.clone();
+                bad[10] ^= 0x40;
+                assert!(!rsa_signature_is_valid(&public, &ours, &view, &bad));
+                let pkcs = SignView {
+                    pss: false,
+                    ..view.clone()
+                };
+                assert!(!rsa_signature_is_valid(&public, &ours, &pkcs, &good));
+                // PKCS#1 v1.5: BoringSSL's signature is our block raised to d, exactly.
+                let block = pkcs1_v15_hashed(d, &h, rsa.size() as usize).unwrap();
+                let mut s = Signer::new(d.md(), &pkey).expect("signer");
+                s.update(msg).expect("update");
+                let sig = s.sign_to_vec().expect("sign");
+                assert!(rsa_signature_is_valid(&public, &block, &pkcs, &sig));
+                assert!(block.ends_with(&pkcs.digest_info()));
+            }
+        }
     }
 
     #[test]

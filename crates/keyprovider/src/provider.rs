@@ -11,7 +11,7 @@ use std::time::Instant;
 use crate::engine::software::{ecdsa_one, rsa_one};
 use crate::engine::{EcdsaLane, Engine, Executor, LaneError, LaneResult, RsaLane};
 use crate::op::{OpClass, OpError, OpKind, OpResult, PendingOp};
-use crate::padding::rsa_result_is_valid;
+use crate::padding::{rsa_result_is_valid, rsa_signature_is_valid, SignView};
 use crate::stats::ProviderStats;
 
 /// Where a provider's batches are computed. Fixed when the provider is built.
@@ -274,6 +274,14 @@ impl ProviderCore {
                 if batch.iter().all(|op| op.kind == OpKind::RsaDecrypt) {
                     return self.engine.rsa_decrypt(&lanes);
                 }
+                let views: Vec<&SignView> = batch
+                    .iter()
+                    .filter(|op| op.kind == OpKind::RsaSign)
+                    .filter_map(|op| op.signing.as_ref())
+                    .collect();
+                if views.len() == batch.len() {
+                    return self.engine.rsa_sign(&lanes, &views);
+                }
                 self.engine.rsa_private(&lanes)
             }
             OpClass::Ecdsa => {
@@ -377,15 +385,22 @@ fn scalar_one(op: &PendingOp) -> LaneResult {
     }
 }
 
-/// RSA: `result^e == input`. ECDSA: the signature verifies with the public key.
+/// RSA: `result^e == input` (a signature made with a device's PSS mechanism: or a valid
+/// EMSA-PSS encoding of the same hash, see [`rsa_signature_is_valid`]). ECDSA: the signature
+/// verifies with the public key.
 fn result_is_valid(op: &PendingOp, result: &[u8]) -> bool {
-    match op.kind {
-        OpKind::RsaSign | OpKind::RsaDecrypt => op
+    match (op.kind, &op.signing) {
+        (OpKind::RsaSign, Some(view)) => op
+            .key
+            .rsa_public
+            .as_ref()
+            .is_some_and(|p| rsa_signature_is_valid(p, &op.input, view, result)),
+        (OpKind::RsaSign | OpKind::RsaDecrypt, _) => op
             .key
             .rsa_public
             .as_ref()
             .is_some_and(|p| rsa_result_is_valid(p, &op.input, result)),
-        OpKind::EcdsaSign => {
+        (OpKind::EcdsaSign, _) => {
             let (Some(public), Ok(sig)) = (
                 op.key.ec_public.as_ref(),
                 boring::ecdsa::EcdsaSig::from_der(result),

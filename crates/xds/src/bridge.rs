@@ -70,6 +70,86 @@ mod tests {
         assert!(e.to_string().contains("unknown resource type"), "{e}");
     }
 
+    /// A certificate whose key is in a PKCS#11 token arrives over SDS (or inline in LDS) with
+    /// either provider config: quickshake's `pkcs11` and Envoy's `sgx`. Their fields read as in
+    /// YAML, and the dump redacts every PIN.
+    #[test]
+    fn pkcs11_and_sgx_provider_configs_decode_and_dump_redacted() {
+        use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
+        use envoy_types::pb::google::protobuf::Any;
+        use prost_reflect::DynamicMessage;
+        let pool = crate::descriptors::pool().unwrap();
+        let encode = |name: &str, json: serde_json::Value| {
+            let desc = pool.get_message_by_name(name).unwrap();
+            DynamicMessage::deserialize(desc, json)
+                .unwrap()
+                .encode_to_vec()
+        };
+        let secret = |provider: &str, name: &str, value: Vec<u8>| tls::Secret {
+            name: "token-cert".into(),
+            r#type: Some(tls::secret::Type::TlsCertificate(tls::TlsCertificate {
+                private_key_provider: Some(tls::PrivateKeyProvider {
+                    provider_name: provider.into(),
+                    config_type: Some(tls::private_key_provider::ConfigType::TypedConfig(Any {
+                        type_url: format!("type.googleapis.com/{name}"),
+                        value,
+                    })),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })),
+        };
+        let secret_url = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+        let name = "quickshake.private_key_providers.v1.Pkcs11Config";
+        let value = encode(
+            name,
+            serde_json::json!({
+                "module": "/usr/lib/softhsm/libsofthsm2.so",
+                "token_label": "edge",
+                "key_id": "0a1b",
+                "user_pin": {"inline_string": "pin-4711"},
+                "pool_size": 4,
+                "deadline": "0.250s",
+            }),
+        );
+        let v = super::to_json(secret_url, &secret("pkcs11", name, value).encode_to_vec()).unwrap();
+        let cfg = &v["tls_certificate"]["private_key_provider"]["typed_config"];
+        assert_eq!(cfg["@type"], format!("type.googleapis.com/{name}"));
+        assert_eq!(cfg["module"], "/usr/lib/softhsm/libsofthsm2.so");
+        assert_eq!(cfg["key_id"], "0a1b");
+        assert_eq!(cfg["pool_size"], 4);
+        assert_eq!(cfg["deadline"], "0.250s");
+        assert_eq!(cfg["user_pin"]["inline_string"], "pin-4711");
+        let dump = quickshake_config::redacted_json(&v).to_string();
+        assert!(
+            !dump.contains("pin-4711") && dump.contains("[redacted]"),
+            "{dump}"
+        );
+
+        let name = "envoy.extensions.private_key_providers.sgx.v3alpha.SgxPrivateKeyMethodConfig";
+        let value = encode(
+            name,
+            serde_json::json!({
+                "sgx_library": "/usr/local/lib/libp11sgx.so",
+                "key_label": "key1",
+                "usr_pin": "usr-1234",
+                "so_pin": "so-5678",
+                "token_label": "enclave",
+                "key_type": "rsa",
+            }),
+        );
+        let v = super::to_json(secret_url, &secret("sgx", name, value).encode_to_vec()).unwrap();
+        let cfg = &v["tls_certificate"]["private_key_provider"]["typed_config"];
+        assert_eq!(cfg["sgx_library"], "/usr/local/lib/libp11sgx.so");
+        assert_eq!(cfg["usr_pin"], "usr-1234");
+        assert_eq!(cfg["key_type"], "rsa");
+        let dump = quickshake_config::redacted_json(&v).to_string();
+        assert!(
+            !dump.contains("usr-1234") && !dump.contains("so-5678") && dump.contains("key1"),
+            "{dump}"
+        );
+    }
+
     /// The admission filters arrive over LDS as they are written in a bootstrap: Envoy's
     /// `local_ratelimit` (its descriptors are in the pruned set) and quickshake's own
     /// `HandshakeLimit` (declared in `descriptors`), and parse into the same model.

@@ -1,7 +1,7 @@
 //! The message descriptors the bridge decodes resources with: every message `envoy-types` was
 //! generated from (its shipped descriptor set), plus the few that crate does not carry, declared
-//! here: the contrib private key providers (`cryptomb`, `qat`), quickshake's own batching
-//! provider and handshake limit listener filter, and `TypedStruct` (`udpa.type.v1` and `xds.type.v3`, as Istio wraps extensions).
+//! here: the contrib private key providers (`cryptomb`, `qat`, `sgx`), quickshake's own batching
+//! and `pkcs11` providers and handshake limit listener filter, and `TypedStruct` (`udpa.type.v1` and `xds.type.v3`, as Istio wraps extensions).
 //! Field numbers and names are those of Envoy's `.proto` files. The shipped set is pruned at
 //! build time (`build.rs`) to the files the accepted message types need (1.2 of 3.4 MB; the
 //! decoded pool is most of the xDS client's resident memory).
@@ -135,6 +135,42 @@ fn declared() -> Vec<FileDescriptorProto> {
             ],
         ),
         file(
+            "quickshake/contrib/sgx.proto",
+            "envoy.extensions.private_key_providers.sgx.v3alpha",
+            &[],
+            vec![message(
+                "SgxPrivateKeyMethodConfig",
+                vec![
+                    field("sgx_library", 1, Type::String, None),
+                    field("key_label", 2, Type::String, None),
+                    field("usr_pin", 3, Type::String, None),
+                    field("so_pin", 4, Type::String, None),
+                    field("token_label", 5, Type::String, None),
+                    field("key_type", 6, Type::String, None),
+                ],
+            )],
+        ),
+        // `provider_name: pkcs11` (README: the pkcs11 provider); `key_id` is hex, as in YAML.
+        file(
+            "quickshake/pkcs11.proto",
+            "quickshake.private_key_providers.v1",
+            &[core, duration],
+            vec![message(
+                "Pkcs11Config",
+                vec![
+                    field("module", 1, Type::String, None),
+                    field("token_label", 2, Type::String, None),
+                    field("token_serial", 3, Type::String, None),
+                    field("key_label", 4, Type::String, None),
+                    field("key_id", 5, Type::String, None),
+                    field("user_pin", 6, Type::Message, Some(DATA_SOURCE)),
+                    field("pool_size", 7, Type::Uint32, None),
+                    field("deadline", 8, Type::Message, Some(DURATION)),
+                    field("max_pending", 9, Type::Uint32, None),
+                ],
+            )],
+        ),
+        file(
             "quickshake/handshake_limit.proto",
             "quickshake.filters.listener.v1",
             &[],
@@ -173,6 +209,8 @@ mod tests {
             "envoy.extensions.private_key_providers.cryptomb.v3alpha.CryptoMbPrivateKeyMethodConfig",
             "envoy.extensions.private_key_providers.qat.v3alpha.QatPrivateKeyMethodConfig",
             "quickshake.private_key_providers.v1.BatchingConfig",
+            "quickshake.private_key_providers.v1.Pkcs11Config",
+            "envoy.extensions.private_key_providers.sgx.v3alpha.SgxPrivateKeyMethodConfig",
             "quickshake.filters.listener.v1.HandshakeLimit",
             "envoy.extensions.filters.listener.local_ratelimit.v3.LocalRateLimit",
             "envoy.extensions.filters.network.local_ratelimit.v3.LocalRateLimit",

@@ -4,6 +4,10 @@
 //! block (or a ciphertext), ECDSA P-256 signatures over a digest. Hashing, padding, result
 //! verification and fallback live in the provider, so every engine (crypto_mb, our own SIMD
 //! engines, an offload device, plain software, a fault injector) is held to the same checks.
+//! One exception, for devices that pad themselves: [`Engine::rsa_sign`] also gets how each
+//! signature's block was made ([`SignView`]: scheme, digest, hash), so a PKCS#11 token can
+//! sign with its own PSS or PKCS#1 v1.5 mechanism; the provider still checks the result (a
+//! PSS result with the device's salt only as a valid EMSA-PSS encoding of the same hash).
 
 pub mod crypto_mb;
 pub mod fault;
@@ -12,6 +16,8 @@ pub mod software;
 
 use std::fmt;
 use std::time::Duration;
+
+use crate::padding::SignView;
 
 /// What an engine can do, for `doctor`, `/config_dump` and the batching decision.
 #[derive(Debug, Clone)]
@@ -101,9 +107,15 @@ impl Drop for EcKeyParts {
 }
 
 /// Zero a secret buffer; `black_box` keeps the stores from being removed as dead.
-fn wipe(v: &mut [u8]) {
+pub(crate) fn wipe(v: &mut [u8]) {
     v.fill(0);
     std::hint::black_box(v);
+}
+
+/// Zero a secret string in place (its own allocation, taken without a copy) and empty it.
+pub(crate) fn wipe_string(s: &mut String) {
+    let mut bytes = std::mem::take(s).into_bytes();
+    wipe(&mut bytes);
 }
 
 /// One RSA lane: `input^d mod n`. `input` is big-endian, exactly the modulus length, `< n`.
@@ -153,6 +165,16 @@ pub trait Engine: Send + Sync + 'static {
     fn rsa_private(&self, lanes: &[RsaLane<'_>]) -> Vec<LaneResult>;
     /// Sign up to `capabilities().lanes` ECDSA P-256 digests. One result per lane, in order.
     fn ecdsa_sign(&self, lanes: &[EcdsaLane<'_>]) -> Vec<LaneResult>;
+    /// RSA signatures: `lanes[i].input` is the block we padded, `views[i]` how it was made
+    /// (scheme, digest, hash). Engines that sign with a device's own padding (a PKCS#11
+    /// token's PSS or PKCS#1 v1.5 mechanism) use the view; the rest compute the raw operation
+    /// ([`rsa_private`](Self::rsa_private)), the default. A PSS result made this way carries the
+    /// device's salt: the provider accepts it only as a valid EMSA-PSS encoding of the hash.
+    /// Only batches holding signatures alone come here.
+    fn rsa_sign(&self, lanes: &[RsaLane<'_>], views: &[&SignView]) -> Vec<LaneResult> {
+        let _ = views;
+        self.rsa_private(lanes)
+    }
     /// RSA decryption (the TLS 1.2 RSA key exchange): the same raw operation as
     /// [`rsa_private`](Self::rsa_private), for engines that tell the two apart (a token's key
     /// usage); only batches holding decryptions alone come here.

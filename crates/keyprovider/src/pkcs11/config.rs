@@ -1,6 +1,6 @@
 //! Decoding the `pkcs11` provider's typed config, and Envoy's `sgx` provider shape mapped onto
 //! it. Every error names the field path. PINs are held as [`Pin`], whose `Debug` never prints
-//! them; an inline PIN is accepted (Envoy's `sgx` takes only inline PINs) and redacted in
+//! them and whose memory is zeroed on drop (an inline [`PinSource`] too); an inline PIN is accepted (Envoy's `sgx` takes only inline PINs) and redacted in
 //! `/config_dump` by the config crate's dump.
 
 use std::fmt;
@@ -10,6 +10,7 @@ use std::time::Duration;
 use quickshake_config::{parse_duration, PrivateKeyProvider};
 use serde_json::Value;
 
+use crate::engine::wipe_string;
 use crate::error::ProviderError;
 
 /// Our own typed config for `provider_name: pkcs11`.
@@ -44,7 +45,21 @@ impl fmt::Debug for PinSource {
     }
 }
 
-/// A PIN read from its source. `Debug` and `Display` print `<redacted>`.
+impl Drop for PinSource {
+    fn drop(&mut self) {
+        if let PinSource::Inline(s) = self {
+            wipe_string(s);
+        }
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        wipe_string(&mut self.0);
+    }
+}
+
+/// A PIN read from its source. `Debug` and `Display` print `<redacted>`; zeroed on drop.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Pin(String);
 
@@ -69,20 +84,25 @@ impl PinSource {
             field: field.to_string(),
             reason,
         };
-        let pin = match self {
-            PinSource::Filename(p) => std::fs::read_to_string(p)
-                .map_err(|e| bad(format!("cannot read PIN file {}: {e}", p.display())))?
-                .trim_end_matches(['\r', '\n'])
-                .to_string(),
+        // Held as a `Pin` from the start, so every copy read is wiped when dropped.
+        let pin = Pin(match self {
+            PinSource::Filename(p) => {
+                let mut s = std::fs::read_to_string(p)
+                    .map_err(|e| bad(format!("cannot read PIN file {}: {e}", p.display())))?;
+                // In place: no unwiped copy.
+                let len = s.trim_end_matches(['\r', '\n']).len();
+                s.truncate(len);
+                s
+            }
             PinSource::EnvironmentVariable(v) => {
                 std::env::var(v).map_err(|_| bad(format!("environment variable {v} is not set")))?
             }
             PinSource::Inline(s) => s.clone(),
-        };
-        if pin.is_empty() {
+        });
+        if pin.0.is_empty() {
             return Err(bad("the PIN is empty".into()));
         }
-        Ok(Pin(pin))
+        Ok(pin)
     }
 }
 

@@ -14,11 +14,12 @@ use cryptoki::context::Pkcs11;
 use quickshake_stats::{Counter, Gauge, Histogram, Store};
 
 use super::config::{Pin, Pkcs11Config};
-use super::token::{TokenError, TokenSession};
+use super::token::{RsaMechanisms, RsaSignMechanism, TokenError, TokenSession};
 use crate::engine::{
     Capabilities, EcdsaLane, Engine, Executor, LaneError, LaneResult, PoolJob, RsaLane,
 };
 use crate::key::RSA_BITS;
+use crate::padding::SignView;
 use crate::stats::WAIT_BUCKETS;
 
 /// `pkcs11.` stats of one provider (under the listener scope).
@@ -33,6 +34,11 @@ pub struct Pkcs11Stats {
     /// Wait from queueing to a pool thread taking the operation, ms.
     pub queue_wait_ms: Histogram,
     pub rsa_sign: Counter,
+    /// RSA signatures by the mechanism that made them: the token's PSS, its PKCS#1 v1.5, or
+    /// raw RSA on quickshake's padded block (the fallback).
+    pub rsa_sign_pss: Counter,
+    pub rsa_sign_pkcs1: Counter,
+    pub rsa_sign_raw: Counter,
     pub rsa_decrypt: Counter,
     pub ecdsa_sign: Counter,
     /// Token calls that failed (module error, device removed, session closed...).
@@ -54,6 +60,9 @@ impl Pkcs11Stats {
             op_latency_ms: store.histogram(&format!("{p}op_latency_ms"), &WAIT_BUCKETS),
             queue_wait_ms: store.histogram(&format!("{p}queue_wait_ms"), &WAIT_BUCKETS),
             rsa_sign: c("rsa_sign"),
+            rsa_sign_pss: c("rsa_sign_pss"),
+            rsa_sign_pkcs1: c("rsa_sign_pkcs1"),
+            rsa_sign_raw: c("rsa_sign_raw"),
             rsa_decrypt: c("rsa_decrypt"),
             ecdsa_sign: c("ecdsa_sign"),
             token_error: c("token_error"),
@@ -199,6 +208,8 @@ pub struct Pkcs11Engine {
     pool: Pool,
     /// The token offers raw RSA decryption (`CKM_RSA_X_509`): RSA key exchange works.
     decrypt: bool,
+    /// The RSA signing mechanisms the token offers.
+    mechs: RsaMechanisms,
 }
 
 impl Pkcs11Engine {
@@ -208,6 +219,7 @@ impl Pkcs11Engine {
         pin: Pin,
         stats: Pkcs11Stats,
         decrypt: bool,
+        mechs: RsaMechanisms,
     ) -> Result<Pkcs11Engine, String> {
         let (threads, max_pending) = (cfg.pool_size, cfg.max_pending);
         let shared = Arc::new(Shared {
@@ -232,6 +244,7 @@ impl Pkcs11Engine {
             shared,
             pool,
             decrypt,
+            mechs,
         })
     }
 }
@@ -241,12 +254,42 @@ impl Engine for Pkcs11Engine {
         &self.caps
     }
 
+    /// Raw RSA on the padded block: signatures that came without a view (none from the key
+    /// method). Refused when the token offers no raw RSA signing.
     fn rsa_private(&self, lanes: &[RsaLane<'_>]) -> Vec<LaneResult> {
+        let stats = &self.shared.stats;
         lanes
             .iter()
             .map(|l| {
-                self.shared.stats.rsa_sign.inc();
+                stats.rsa_sign.inc();
+                if !self.mechs.raw {
+                    return Err(LaneError::Failed(
+                        "the token offers no raw RSA signing (CKM_RSA_X_509)".into(),
+                    ));
+                }
+                stats.rsa_sign_raw.inc();
                 self.shared.with_session(|s| s.rsa_sign_raw(l.input))
+            })
+            .collect()
+    }
+
+    /// With the token's own PSS or PKCS#1 v1.5 mechanism where it offers one, else raw RSA.
+    fn rsa_sign(&self, lanes: &[RsaLane<'_>], views: &[&SignView]) -> Vec<LaneResult> {
+        let stats = &self.shared.stats;
+        lanes
+            .iter()
+            .zip(views)
+            .map(|(l, view)| {
+                stats.rsa_sign.inc();
+                let (sig, used) = self
+                    .shared
+                    .with_session(|s| s.rsa_sign(self.mechs, view, l.input))?;
+                match used {
+                    RsaSignMechanism::Pss => stats.rsa_sign_pss.inc(),
+                    RsaSignMechanism::Pkcs1 => stats.rsa_sign_pkcs1.inc(),
+                    RsaSignMechanism::Raw => stats.rsa_sign_raw.inc(),
+                }
+                Ok(sig)
             })
             .collect()
     }

@@ -23,10 +23,10 @@ use quickshake_stats::Store;
 
 use crate::error::ProviderError;
 use crate::key::ProviderKey;
-use crate::padding::{pkcs1_v15, rsa_result_is_valid, Digest};
+use crate::padding::{pkcs1_v15_hashed, pss_hashed, rsa_signature_is_valid, Digest, SignView};
 use config::Pkcs11Config;
 use engine::{Pkcs11Engine, Pkcs11Stats};
-use token::{FoundToken, TokenKeyType, TokenSession};
+use token::{FoundToken, RsaMechanisms, TokenKeyType, TokenSession};
 
 /// What [`build`] found and made.
 pub struct Built {
@@ -77,7 +77,27 @@ pub fn build(
             p11.pool_size = max;
         }
     }
-    check_matches(&session, public).map_err(|reason| {
+    let mechs = match session.info.key_type {
+        TokenKeyType::Rsa { .. } => {
+            let m = RsaMechanisms::probe(&ctx, found.slot);
+            if m.choose(true).is_none() && m.choose(false).is_none() {
+                return Err(fail(format!(
+                    "token '{}' offers no RSA signing mechanism (CKM_RSA_PKCS_PSS, CKM_RSA_PKCS \
+                     or CKM_RSA_X_509 with CKF_SIGN)",
+                    found.label
+                )));
+            }
+            tracing::info!(
+                field = %cfg.path,
+                token = %found.label,
+                "PKCS#11 RSA signatures: {}",
+                m.describe()
+            );
+            m
+        }
+        TokenKeyType::EcdsaP256 => RsaMechanisms::default(),
+    };
+    check_matches(&session, mechs, public).map_err(|reason| {
         fail(format!(
             "key {} on token '{}' does not match the certificate: {reason}",
             p11.key_name(),
@@ -108,11 +128,7 @@ pub fn build(
         );
     }
     let measured_per_s = if measure {
-        Some(measure_rate(
-            &session,
-            &info.key_type,
-            Duration::from_millis(500),
-        ))
+        Some(measure_rate(&session, mechs, Duration::from_millis(500)))
     } else {
         None
     };
@@ -128,10 +144,20 @@ pub fn build(
         Some(k) => ProviderKey::from_pkey(k).map_err(fail)?,
         None => ProviderKey::from_public(public).map_err(fail)?,
     };
-    let description = describe(&p11, &found, &info);
+    let mut description = describe(&p11, &found, &info);
+    if let TokenKeyType::Rsa { .. } = info.key_type {
+        description.push_str(&format!(", {}", mechs.describe()));
+    }
     let key_type = info.key_type.to_string();
-    let engine = Pkcs11Engine::start(ctx, p11, pin, Pkcs11Stats::new(store, scope), decrypt)
-        .map_err(fail)?;
+    let engine = Pkcs11Engine::start(
+        ctx,
+        p11,
+        pin,
+        Pkcs11Stats::new(store, scope),
+        decrypt,
+        mechs,
+    )
+    .map_err(fail)?;
     tracing::info!(field = %cfg.path, "PKCS#11 key found: {description}");
     Ok(Built {
         engine: Arc::new(engine),
@@ -165,8 +191,32 @@ fn describe(p11: &Pkcs11Config, t: &FoundToken, k: &token::KeyInfo) -> String {
 
 const CHECK_MESSAGE: &[u8] = b"quickshake pkcs11 start-up check";
 
+/// A test signature request with the mechanism the token serves best (PKCS#1 v1.5 first, then
+/// PSS): the view and our padded block for an RSA key of `bits` bits.
+fn rsa_test_request(mechs: RsaMechanisms, bits: u32) -> Result<(SignView, Vec<u8>), String> {
+    let pss = mechs.choose(false).is_none();
+    let view = SignView {
+        pss,
+        digest: Digest::Sha256,
+        hash: Digest::Sha256
+            .digest(CHECK_MESSAGE)
+            .map_err(|e| e.to_string())?,
+    };
+    let block = if pss {
+        pss_hashed(view.digest, &view.hash, bits as usize)
+    } else {
+        pkcs1_v15_hashed(view.digest, &view.hash, (bits as usize).div_ceil(8))
+    }
+    .map_err(|e| format!("padding: {e}"))?;
+    Ok((view, block))
+}
+
 /// Sign a test digest with the token and verify it with the certificate's public key.
-fn check_matches(session: &TokenSession, public: &PKey<Public>) -> Result<(), String> {
+fn check_matches(
+    session: &TokenSession,
+    mechs: RsaMechanisms,
+    public: &PKey<Public>,
+) -> Result<(), String> {
     match session.info.key_type {
         TokenKeyType::Rsa { .. } => {
             let rsa = public
@@ -175,10 +225,11 @@ fn check_matches(session: &TokenSession, public: &PKey<Public>) -> Result<(), St
             if rsa.n().to_vec() != session.info.modulus {
                 return Err("different RSA modulus".into());
             }
-            let block = pkcs1_v15(Digest::Sha256, CHECK_MESSAGE, rsa.size() as usize)
-                .map_err(|e| format!("padding: {e:?}"))?;
-            let sig = session.rsa_sign_raw(&block).map_err(|e| e.message)?;
-            if rsa_result_is_valid(&rsa, &block, &sig) {
+            let (view, block) = rsa_test_request(mechs, rsa.n().num_bits() as u32)?;
+            let (sig, _) = session
+                .rsa_sign(mechs, &view, &block)
+                .map_err(|e| e.message)?;
+            if rsa_signature_is_valid(&rsa, &block, &view, &sig) {
                 Ok(())
             } else {
                 Err("the test signature does not verify".into())
@@ -202,19 +253,21 @@ fn check_matches(session: &TokenSession, public: &PKey<Public>) -> Result<(), St
 }
 
 /// Signatures per second on one session, for `doctor`.
-fn measure_rate(session: &TokenSession, kt: &TokenKeyType, for_at_least: Duration) -> f64 {
+fn measure_rate(session: &TokenSession, mechs: RsaMechanisms, for_at_least: Duration) -> f64 {
     let started = Instant::now();
     let mut n = 0u32;
-    let block = match kt {
-        TokenKeyType::Rsa { bits } => {
-            pkcs1_v15(Digest::Sha256, CHECK_MESSAGE, *bits as usize / 8).unwrap_or_default()
-        }
-        TokenKeyType::EcdsaP256 => vec![7u8; 32],
+    let rsa = match session.info.key_type {
+        TokenKeyType::Rsa { bits } => match rsa_test_request(mechs, bits) {
+            Ok(r) => Some(r),
+            Err(_) => return 0.0,
+        },
+        TokenKeyType::EcdsaP256 => None,
     };
+    let digest = [7u8; 32];
     while started.elapsed() < for_at_least || n == 0 {
-        let ok = match kt {
-            TokenKeyType::Rsa { .. } => session.rsa_sign_raw(&block).is_ok(),
-            TokenKeyType::EcdsaP256 => session.ecdsa_sign(&block).is_ok(),
+        let ok = match &rsa {
+            Some((view, block)) => session.rsa_sign(mechs, view, block).is_ok(),
+            None => session.ecdsa_sign(&digest).is_ok(),
         };
         if !ok {
             return 0.0;

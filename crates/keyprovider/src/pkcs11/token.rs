@@ -9,6 +9,7 @@ use std::sync::{Mutex, OnceLock};
 
 use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
 use cryptoki::error::{Error as CkError, RvError};
+use cryptoki::mechanism::rsa::{PkcsMgfType, PkcsPssParams};
 use cryptoki::mechanism::{Mechanism, MechanismType};
 use cryptoki::object::{Attribute, AttributeType, KeyType, ObjectClass, ObjectHandle};
 use cryptoki::session::{Session, UserType};
@@ -16,6 +17,7 @@ use cryptoki::slot::{Limit, Slot};
 use cryptoki::types::AuthPin;
 
 use super::config::{hex, Pin, Pkcs11Config, WantedKey};
+use crate::padding::{Digest, SignView};
 
 /// Why a token call failed; `session_lost` says the session must be reopened (the token went
 /// away, the session closed, the login was lost).
@@ -280,26 +282,65 @@ impl TokenSession {
 
     /// Raw RSA (`CKM_RSA_X_509`) signature of an already padded block.
     pub fn rsa_sign_raw(&self, block: &[u8]) -> Result<Vec<u8>, TokenError> {
-        self.session
+        let sig = self
+            .session
             .sign(&Mechanism::RsaX509, self.key, block)
-            .map_err(|e| describe("C_Sign(CKM_RSA_X_509)", &e))
+            .map_err(|e| describe("C_Sign(CKM_RSA_X_509)", &e))?;
+        Ok(left_pad(sig, block.len()))
+    }
+
+    /// An RSA signature with the mechanism `mechs` chose for `view`'s scheme: the token's own
+    /// PSS (`CKM_RSA_PKCS_PSS`, MGF1 with the same hash, salt length = hash length) or PKCS#1
+    /// v1.5 (`CKM_RSA_PKCS` over `DigestInfo || H`), else raw RSA on `block`, the same
+    /// signature padded by us. Says which mechanism signed.
+    pub fn rsa_sign(
+        &self,
+        mechs: RsaMechanisms,
+        view: &SignView,
+        block: &[u8],
+    ) -> Result<(Vec<u8>, RsaSignMechanism), TokenError> {
+        let k = block.len();
+        match mechs.choose(view.pss) {
+            Some(RsaSignMechanism::Pss) => {
+                let (hash_alg, mgf) = pss_params(view.digest);
+                let params = PkcsPssParams {
+                    hash_alg,
+                    mgf,
+                    s_len: (view.hash.len() as u64).into(),
+                };
+                let sig = self
+                    .session
+                    .sign(&Mechanism::RsaPkcsPss(params), self.key, &view.hash)
+                    .map_err(|e| describe("C_Sign(CKM_RSA_PKCS_PSS)", &e))?;
+                Ok((left_pad(sig, k), RsaSignMechanism::Pss))
+            }
+            Some(RsaSignMechanism::Pkcs1) => {
+                let sig = self
+                    .session
+                    .sign(&Mechanism::RsaPkcs, self.key, &view.digest_info())
+                    .map_err(|e| describe("C_Sign(CKM_RSA_PKCS)", &e))?;
+                Ok((left_pad(sig, k), RsaSignMechanism::Pkcs1))
+            }
+            Some(RsaSignMechanism::Raw) => Ok((self.rsa_sign_raw(block)?, RsaSignMechanism::Raw)),
+            None => Err(TokenError {
+                message: format!(
+                    "the token offers no mechanism for {} signatures ({})",
+                    if view.pss { "RSA-PSS" } else { "PKCS#1 v1.5" },
+                    mechs.describe()
+                ),
+                session_lost: false,
+            }),
+        }
     }
 
     /// Raw RSA (`CKM_RSA_X_509`) decryption: BoringSSL checks the padding itself, in constant
     /// time; the token never sees a padding check (`CKM_RSA_PKCS` would be a padding oracle).
     pub fn rsa_decrypt_raw(&self, block: &[u8]) -> Result<Vec<u8>, TokenError> {
-        let mut out = self
+        let out = self
             .session
             .decrypt(&Mechanism::RsaX509, self.key, block)
             .map_err(|e| describe("C_Decrypt(CKM_RSA_X_509)", &e))?;
-        // Some modules strip leading zero bytes: restore the modulus length.
-        let k = block.len();
-        if out.len() < k {
-            let mut padded = vec![0u8; k - out.len()];
-            padded.append(&mut out);
-            out = padded;
-        }
-        Ok(out)
+        Ok(left_pad(out, block.len()))
     }
 
     /// ECDSA (`CKM_ECDSA`) over a digest; the token's `r || s` is returned as DER.
@@ -312,6 +353,86 @@ impl TokenSession {
             message: m,
             session_lost: false,
         })
+    }
+}
+
+/// Some modules strip leading zero bytes from RSA results: restore the modulus length `k`.
+fn left_pad(mut out: Vec<u8>, k: usize) -> Vec<u8> {
+    if out.len() < k {
+        let mut padded = vec![0u8; k - out.len()];
+        padded.append(&mut out);
+        out = padded;
+    }
+    out
+}
+
+/// The hash and MGF1 of a PSS signature (the TLS hash for both).
+fn pss_params(d: Digest) -> (MechanismType, PkcsMgfType) {
+    match d {
+        Digest::Sha1 => (MechanismType::SHA1, PkcsMgfType::MGF1_SHA1),
+        Digest::Sha256 => (MechanismType::SHA256, PkcsMgfType::MGF1_SHA256),
+        Digest::Sha384 => (MechanismType::SHA384, PkcsMgfType::MGF1_SHA384),
+        Digest::Sha512 => (MechanismType::SHA512, PkcsMgfType::MGF1_SHA512),
+    }
+}
+
+/// A mechanism that made an RSA signature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RsaSignMechanism {
+    /// `CKM_RSA_PKCS_PSS` (the token pads, with its own salt).
+    Pss,
+    /// `CKM_RSA_PKCS` over `DigestInfo || H`.
+    Pkcs1,
+    /// `CKM_RSA_X_509` over our padded block.
+    Raw,
+}
+
+/// The RSA signing mechanisms the token's mechanism list offers for signing (`CKF_SIGN`),
+/// found once at start-up. The token's own padding is preferred (a token may refuse raw RSA
+/// signing: Google Cloud KMS's library, many HSM policies); raw RSA is the fallback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RsaMechanisms {
+    pub pss: bool,
+    pub pkcs1: bool,
+    pub raw: bool,
+}
+
+impl RsaMechanisms {
+    pub fn probe(ctx: &Pkcs11, slot: Slot) -> RsaMechanisms {
+        let list = ctx.get_mechanism_list(slot).unwrap_or_default();
+        let signs = |t: MechanismType| {
+            list.contains(&t) && ctx.get_mechanism_info(slot, t).is_ok_and(|i| i.sign())
+        };
+        RsaMechanisms {
+            pss: signs(MechanismType::RSA_PKCS_PSS),
+            pkcs1: signs(MechanismType::RSA_PKCS),
+            raw: signs(MechanismType::RSA_X_509),
+        }
+    }
+
+    /// The mechanism for a PSS (`pss`) or PKCS#1 v1.5 signature, if any.
+    pub fn choose(self, pss: bool) -> Option<RsaSignMechanism> {
+        match (pss, self.pss, self.pkcs1, self.raw) {
+            (true, true, _, _) => Some(RsaSignMechanism::Pss),
+            (false, _, true, _) => Some(RsaSignMechanism::Pkcs1),
+            (_, _, _, true) => Some(RsaSignMechanism::Raw),
+            _ => None,
+        }
+    }
+
+    /// `RSA-PSS via CKM_RSA_PKCS_PSS, PKCS#1 v1.5 via CKM_RSA_PKCS`, for the log and `doctor`.
+    pub fn describe(self) -> String {
+        let name = |m: Option<RsaSignMechanism>| match m {
+            Some(RsaSignMechanism::Pss) => "CKM_RSA_PKCS_PSS",
+            Some(RsaSignMechanism::Pkcs1) => "CKM_RSA_PKCS",
+            Some(RsaSignMechanism::Raw) => "CKM_RSA_X_509 (raw, padded by quickshake)",
+            None => "none offered",
+        };
+        format!(
+            "RSA-PSS via {}, PKCS#1 v1.5 via {}",
+            name(self.choose(true)),
+            name(self.choose(false))
+        )
     }
 }
 

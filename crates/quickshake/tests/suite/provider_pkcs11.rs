@@ -88,6 +88,12 @@ fn rsa_key_from_the_token_over_tls12_tls13_and_rsa_key_exchange() {
         "start-up says what it found: {}",
         gw.log_text()
     );
+    assert!(
+        gw.log_text()
+            .contains("RSA-PSS via CKM_RSA_PKCS_PSS, PKCS#1 v1.5 via CKM_RSA_PKCS"),
+        "the token's own signature mechanisms are chosen: {}",
+        gw.log_text()
+    );
     let t13 = s_client_ok(&gw, &["-tls1_3"]);
     assert!(
         t13.contains("TLSv1.3") && t13.contains("Server public key is 2048 bit"),
@@ -112,6 +118,86 @@ fn rsa_key_from_the_token_over_tls12_tls13_and_rsa_key_exchange() {
     }
     assert_eq!(counter(&gw, "token_error"), 0);
     assert!(counter(&gw, "session_opened") >= 1);
+    // TLS 1.3 and `RSA-PSS+SHA256` through CKM_RSA_PKCS_PSS, `RSA+SHA384` through CKM_RSA_PKCS.
+    assert!(counter(&gw, "rsa_sign_pss") >= 2);
+    assert!(counter(&gw, "rsa_sign_pkcs1") >= 1);
+    assert_eq!(counter(&gw, "rsa_sign_raw"), 0);
+}
+
+/// One gateway on the RSA-2048 key with `hide` hidden by the wrapper; the start-up log.
+fn start_hiding(h: &Hsm, label: &str, hide: &str, control: &str) -> Gateway {
+    let mut env = h.env(control);
+    env.push(("P11WRAP_HIDE", hide.into()));
+    Gateway::start_with_env(
+        &direct_response_config(&token_cert(h, label, ""), "", ""),
+        &["--concurrency", "1"],
+        &refs(&env),
+    )
+}
+
+#[test]
+fn rsa_signatures_use_what_the_token_offers_and_raw_rsa_only_as_fallback() {
+    let _lock = support::shared();
+    let h = hsm();
+    // A token that refuses raw RSA (Google Cloud KMS's library, many HSM policies): the token
+    // pads, PSS and PKCS#1 v1.5 both; no RSA key exchange.
+    let control = h.dir.join("control-noraw-sign").display().to_string();
+    let gw = start_hiding(h, "rsa2048", "CKM_RSA_X_509", &control);
+    let log = gw.log_text();
+    assert!(
+        log.contains("RSA-PSS via CKM_RSA_PKCS_PSS, PKCS#1 v1.5 via CKM_RSA_PKCS")
+            && log.contains("RSA key exchange turned off"),
+        "{log}"
+    );
+    s_client_ok(&gw, &["-tls1_3"]);
+    s_client_ok(&gw, &["-tls1_2", "-sigalgs", "RSA-PSS+SHA384"]);
+    s_client_ok(&gw, &["-tls1_2", "-sigalgs", "RSA+SHA256"]);
+    assert!(counter(&gw, "rsa_sign_pss") >= 2);
+    assert!(counter(&gw, "rsa_sign_pkcs1") >= 1);
+    assert_eq!(counter(&gw, "rsa_sign_raw"), 0);
+    assert_eq!(counter(&gw, "token_error"), 0);
+    drop(gw);
+
+    // A token with raw RSA only: quickshake pads, the token exponentiates.
+    let control = h.dir.join("control-raw-only").display().to_string();
+    let gw = start_hiding(h, "rsa2048", "CKM_RSA_PKCS_PSS,CKM_RSA_PKCS", &control);
+    let log = gw.log_text();
+    assert!(
+        log.contains(
+            "RSA-PSS via CKM_RSA_X_509 (raw, padded by quickshake), PKCS#1 v1.5 via CKM_RSA_X_509"
+        ),
+        "{log}"
+    );
+    s_client_ok(&gw, &["-tls1_3"]);
+    s_client_ok(&gw, &["-tls1_2", "-sigalgs", "RSA-PSS+SHA256"]);
+    s_client_ok(&gw, &["-tls1_2", "-sigalgs", "RSA+SHA512"]);
+    assert!(counter(&gw, "rsa_sign_raw") >= 3);
+    assert_eq!(
+        counter(&gw, "rsa_sign_pss") + counter(&gw, "rsa_sign_pkcs1"),
+        0
+    );
+    drop(gw);
+
+    // No RSA signing mechanism at all: start-up says so.
+    let mut env = h.env(&control);
+    env.push((
+        "P11WRAP_HIDE",
+        "CKM_RSA_PKCS_PSS,CKM_RSA_PKCS,CKM_RSA_X_509".into(),
+    ));
+    let (code, err) = support::start_expect_failure(
+        &direct_response_config(&token_cert(h, "rsa2048", ""), "", ""),
+        &[],
+        &refs(&env),
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("offers no RSA signing mechanism"), "{err}");
+
+    // RSA-4096, once.
+    let control = h.dir.join("control-4096").display().to_string();
+    let gw = start_hiding(h, "rsa4096", "", &control);
+    let out = s_client_ok(&gw, &["-tls1_3"]);
+    assert!(out.contains("Server public key is 4096 bit"), "{out}");
+    assert!(counter(&gw, "rsa_sign_pss") >= 1);
 }
 
 #[test]

@@ -3,6 +3,8 @@
 //! as sensitive and non-extractable, certificates for their public keys signed by a throwaway
 //! CA, and the failure-injecting wrapper module (`testdata/pkcs11/p11wrap.c`) compiled with
 //! `cc`. Gateways get `SOFTHSM2_CONF` (and the wrapper's variables) through their environment.
+//! The directory (`/tmp/qs-softhsm-<pid>`) is removed when the test process exits, and those
+//! left by earlier processes that no longer run (killed runs) are removed when it is made.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,7 +34,12 @@ pub const USER_PIN: &str = "u53r-PIN-9f3b1c";
 pub const SO_PIN: &str = "s0-PIN-77aa01";
 
 /// The keys in the token: (label, CKA_ID hex).
-pub const KEYS: [(&str, &str); 3] = [("rsa2048", "01"), ("rsa3072", "02"), ("ec256", "03")];
+pub const KEYS: [(&str, &str); 4] = [
+    ("rsa2048", "01"),
+    ("rsa3072", "02"),
+    ("ec256", "03"),
+    ("rsa4096", "04"),
+];
 /// testdata's `rsa2048` key imported into the token (label `imported`): the one key a test can
 /// also hold as a plain `private_key`, for `fallback`.
 pub const IMPORTED: &str = "imported";
@@ -96,8 +103,14 @@ fn make() -> Hsm {
         Path::new(SOFTHSM).exists(),
         "SoftHSM2 is not installed (scripts/setup installs softhsm2)"
     );
-    let dir = std::env::temp_dir().join(format!("qs-softhsm-{}", std::process::id()));
+    remove_stale_dirs();
+    let dir = hsm_dir();
     let _ = std::fs::remove_dir_all(&dir);
+    // SAFETY: `remove_at_exit` is an `extern "C" fn()` that touches only the file system; libc
+    // runs it once from `exit`, which the test harness calls when the tests end.
+    unsafe {
+        libc::atexit(remove_at_exit);
+    }
     let tokens = dir.join("tokens");
     std::fs::create_dir_all(&tokens).expect("token dir");
     let conf = dir.join("softhsm2.conf");
@@ -184,6 +197,34 @@ fn make() -> Hsm {
     }
 }
 
+fn hsm_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("qs-softhsm-{}", std::process::id()))
+}
+
+extern "C" fn remove_at_exit() {
+    let _ = std::fs::remove_dir_all(hsm_dir());
+}
+
+/// Token directories of earlier test processes that no longer run (a run killed before exit).
+fn remove_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("qs-softhsm-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// Generate a key pair in the token (private half sensitive, never extractable); its public key.
 fn generate(session: &Session, label: &str, id: &str) -> PKey<Public> {
     let id = vec![u8::from_str_radix(id, 16).expect("hex id")];
@@ -207,6 +248,7 @@ fn generate(session: &Session, label: &str, id: &str) -> PKey<Public> {
     let (mech, bits) = match label {
         "rsa2048" => (Mechanism::RsaPkcsKeyPairGen, 2048u64),
         "rsa3072" => (Mechanism::RsaPkcsKeyPairGen, 3072),
+        "rsa4096" => (Mechanism::RsaPkcsKeyPairGen, 4096),
         _ => (Mechanism::EccKeyPairGen, 0),
     };
     if bits > 0 {
