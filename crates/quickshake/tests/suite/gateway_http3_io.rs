@@ -124,6 +124,10 @@ fn a_large_proxied_response_streams_and_quic_sockets_use_gso_and_gro() {
     let received = gw.counter(&format!("{scope}http3.datagrams_received"));
     let gso_sends = gw.counter(&format!("{scope}http3.gso_sends"));
     let gro_batches = gw.counter(&format!("{scope}http3.gro_batches"));
+    eprintln!(
+        "http3: {sent} datagrams sent in {gso_sends} GSO sends and single ones, \
+         {received} received, {gro_batches} GRO batches"
+    );
     assert!(sent > (BODY / 1350) as u64, "{sent} datagrams sent");
     assert!(received > 20, "{received} datagrams received");
     if gso["gso"] == true {
