@@ -1,5 +1,6 @@
 //! HTTP/3 data path, with aioquic as the client: a large proxied response streams through as
-//! the upstream sends it (not read whole first), and the QUIC sockets use the kernel's
+//! the upstream sends it (not read whole first), a stalled client stops the gateway reading
+//! the upstream (backpressure, not buffering), and the QUIC sockets use the kernel's
 //! segmentation offloads (GSO on send, GRO on receive) where it has them, counted in
 //! `listener.<address>.http3.*`.
 
@@ -7,7 +8,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use boring::hash::{hash, MessageDigest};
@@ -140,4 +142,75 @@ fn a_large_proxied_response_streams_and_quic_sockets_use_gso_and_gro() {
         eprintln!("this kernel has no UDP GSO: one datagram per send");
         assert_eq!((gso_sends, gro_batches), (0, 0));
     }
+}
+
+/// An HTTP/1.1 upstream for one request that answers a body of `len` bytes as fast as the
+/// gateway takes it; the returned counter is how much it has written so far.
+fn endless_upstream(len: usize) -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind upstream");
+    let port = listener.local_addr().expect("upstream address").port();
+    let written = Arc::new(AtomicUsize::new(0));
+    let w = written.clone();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = listener.accept() else {
+            return;
+        };
+        let (mut head, mut buf) = (Vec::new(), [0u8; 4096]);
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        let reply = format!("HTTP/1.1 200 OK\r\ncontent-length: {len}\r\n\r\n");
+        if s.write_all(reply.as_bytes()).is_err() {
+            return;
+        }
+        let piece = vec![b'x'; 64 << 10];
+        while w.load(Ordering::Relaxed) < len {
+            if s.write_all(&piece).is_err() {
+                return;
+            }
+            w.fetch_add(piece.len(), Ordering::Relaxed);
+        }
+    });
+    (port, written)
+}
+
+#[test]
+fn a_stalled_http3_client_stops_the_gateway_reading_the_upstream() {
+    let _lock = support::shared();
+    const LEN: usize = 256 << 20;
+    let (port, written) = endless_upstream(LEN);
+    let gw = Gateway::start(&config(&inline_cert(), "", port), &["--concurrency", "1"]);
+    let _ = envoy_binary();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The client takes 256 KiB, then stops reading for 4 s.
+    let mut client = Command::new("timeout")
+        .arg("30")
+        .arg(root.join("../../.venv/bin/python"))
+        .arg(root.join("tests/suite/h3client.py"))
+        .args(["requests", "127.0.0.1", &gw.port.to_string(), "localhost"])
+        .arg(serde_json::json!([{"path": "/echo/endless", "timeout": 20}]).to_string())
+        .args(["--progress", &(256 << 10).to_string(), "--stall", "4"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn h3client");
+    let stdout = client.stdout.take().expect("client stdout");
+    let first = BufReader::new(stdout)
+        .lines()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    assert!(first.contains("\"progress\""), "{first}");
+    // Once the socket buffers on the way are full, the upstream can write no more: the
+    // gateway holds a few chunks per stream, not the body.
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = written.load(Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(1000));
+    let after = written.load(Ordering::Relaxed);
+    let _ = client.wait();
+    eprintln!("upstream wrote {before} bytes, then {after} while the client stalled");
+    assert!(before < 48 << 20, "{before} bytes taken from the upstream");
+    assert!(after - before < 4 << 20, "{before} then {after}");
 }

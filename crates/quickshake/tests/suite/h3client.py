@@ -8,7 +8,8 @@ tests; run with the project's .venv python (scripts/setup-envoy installs aioquic
       t_half and t_done are when (Unix time, seconds) half of the body and all of it had
       arrived. A request's "timeout" (seconds, default 10) bounds its wait.
       --progress N prints {"progress": STREAM, "bytes": B} as soon as a response's body has
-      reached N bytes (once per stream), before the final line.
+      reached N bytes (once per stream), before the final line. --stall S: after that line,
+      block for S seconds (no reads, no acknowledgements, no window updates), then exit.
       --connections N repeats that on N new connections one after another (the JSON line
       reports the last); --idle leaves without closing (no CONNECTION_CLOSE: the server's idle
       timeout must end it); --wait-close waits for the server to close the connection and
@@ -50,6 +51,7 @@ class Client(QuicConnectionProtocol):
         self.results = {}
         self.terminated = None
         self.progress_at = None
+        self.stall = None
 
     def quic_event_received(self, event):
         if isinstance(event, ConnectionTerminated):
@@ -73,6 +75,9 @@ class Client(QuicConnectionProtocol):
                 if self.progress_at is not None and not r.get("reported") and len(r["body"]) >= self.progress_at:
                     r["reported"] = True
                     print(json.dumps({"progress": e.stream_id, "bytes": len(r["body"])}), flush=True)
+                    if self.stall is not None:
+                        time.sleep(self.stall)
+                        os._exit(0)
             if e.stream_ended and e.stream_id in self.waiters:
                 self.waiters.pop(e.stream_id).set_result(r)
 
@@ -110,7 +115,7 @@ class Client(QuicConnectionProtocol):
         }
 
 
-async def requests(host, port, sni, reqs, connections, idle, wait_close, progress):
+async def requests(host, port, sni, reqs, connections, idle, wait_close, progress, stall):
     out = None
     for _ in range(connections):
         cfg = QuicConfiguration(
@@ -118,7 +123,7 @@ async def requests(host, port, sni, reqs, connections, idle, wait_close, progres
         )
         cfg.idle_timeout = 30.0
         async with connect(host, port, configuration=cfg, create_protocol=Client) as c:
-            c.progress_at = progress
+            c.progress_at, c.stall = progress, stall
             authority = f"{sni}:{port}"
             results = await asyncio.gather(*(c.request(authority, r) for r in reqs))
             cert = getattr(c._quic.tls, "_peer_certificate", None)
@@ -212,10 +217,15 @@ def main():
         i = args.index("--progress")
         progress = int(args[i + 1])
         del args[i : i + 2]
+    stall = None
+    if "--stall" in args:
+        i = args.index("--stall")
+        stall = float(args[i + 1])
+        del args[i : i + 2]
     idle, wait_close = "--idle" in args, "--wait-close" in args
     args = [a for a in args if a not in ("--idle", "--wait-close")]
     host, port, sni, reqs = args[0], int(args[1]), args[2], json.loads(args[3])
-    asyncio.run(requests(host, port, sni, reqs, connections, idle, wait_close, progress))
+    asyncio.run(requests(host, port, sni, reqs, connections, idle, wait_close, progress, stall))
 
 
 if __name__ == "__main__":
