@@ -125,7 +125,7 @@ admin:
   address: { socket_address: { address: 127.0.0.1, port_value: {{ADMIN}} } }
 "#;
 
-fn config(cert: &str, quic_extra: &str, upstream_port: u16) -> String {
+pub(crate) fn config(cert: &str, quic_extra: &str, upstream_port: u16) -> String {
     CONFIG
         .replace("@CERT@", cert.trim_end_matches('\n'))
         .replace("@QUIC@", quic_extra)
@@ -136,12 +136,12 @@ fn config(cert: &str, quic_extra: &str, upstream_port: u16) -> String {
 }
 
 /// The QUIC chain's certificate with an in-process key.
-fn inline_cert() -> String {
+pub(crate) fn inline_cert() -> String {
     "              - certificate_chain: { filename: {{CERTS}}/rsa2048.cert.pem }\n                private_key: { filename: {{CERTS}}/rsa2048.key.pem }".into()
 }
 
 /// `h3client.py` with the venv's python (aioquic installed by scripts/setup-envoy).
-fn h3client(args: &[&str]) -> serde_json::Value {
+pub(crate) fn h3client(args: &[&str]) -> serde_json::Value {
     let _ = envoy_binary(); // runs scripts/setup-envoy once: the venv, Envoy and aioquic
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let python = root.join("../../.venv/bin/python");
@@ -163,7 +163,7 @@ fn h3client(args: &[&str]) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("h3client output is not JSON ({e}): {stdout}"))
 }
 
-fn requests(port: u16, reqs: &serde_json::Value, extra: &[&str]) -> serde_json::Value {
+pub(crate) fn requests(port: u16, reqs: &serde_json::Value, extra: &[&str]) -> serde_json::Value {
     requests_sni(port, "localhost", reqs, extra)
 }
 

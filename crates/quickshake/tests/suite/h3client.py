@@ -3,8 +3,13 @@ tests; run with the project's .venv python (scripts/setup-envoy installs aioquic
 
   h3client.py requests HOST PORT SNI JSON   one connection, the requests of JSON (a list of
       {"method", "path", "body", "headers": [[k, v]]}) sent at once on their own streams;
-      prints one JSON line: {"results": [{"status", "headers", "body", "len"}], "alpn",
-      "peer_serial" (the server certificate's serial, hex)}.
+      prints one JSON line: {"results": [{"status", "headers", "body", "len", "sha256",
+      "t_half", "t_done"}], "alpn", "peer_serial" (the server certificate's serial, hex)};
+      t_half and t_done are when (Unix time, seconds) half of the body and all of it had
+      arrived. A request's "timeout" (seconds, default 10) bounds its wait.
+      --progress N prints {"progress": STREAM, "bytes": B} as soon as a response's body has
+      reached N bytes (once per stream), before the final line. --stall S: after that line,
+      block for S seconds (no reads, no acknowledgements, no window updates), then exit.
       --connections N repeats that on N new connections one after another (the JSON line
       reports the last); --idle leaves without closing (no CONNECTION_CLOSE: the server's idle
       timeout must end it); --wait-close waits for the server to close the connection and
@@ -16,14 +21,19 @@ tests; run with the project's .venv python (scripts/setup-envoy installs aioquic
       socket, never continued: N handshakes left in progress on the server.
   h3client.py foreign HOST PORT N           N short-header packets, each from a new socket (so
       spread over the workers' sockets), for connection IDs naming worker 0 or 1 in turn.
+  h3client.py gso HOST PORT N               N truncated long headers (9 bytes each) in one
+      GSO send (UDP_SEGMENT): the kernel delivers them to a GRO socket as one buffer; prints
+      {"sent": N, "gso": whether this kernel took UDP_SEGMENT (else sent one by one)}.
 """
 
 import asyncio
+import hashlib
 import json
 import os
 import socket
 import ssl
 import sys
+import time
 
 from aioquic.asyncio.client import connect
 from aioquic.asyncio.protocol import QuicConnectionProtocol
@@ -40,6 +50,8 @@ class Client(QuicConnectionProtocol):
         self.waiters = {}
         self.results = {}
         self.terminated = None
+        self.progress_at = None
+        self.stall = None
 
     def quic_event_received(self, event):
         if isinstance(event, ConnectionTerminated):
@@ -47,7 +59,9 @@ class Client(QuicConnectionProtocol):
         for e in self.h3.handle_event(event):
             if not isinstance(e, (HeadersReceived, DataReceived)):
                 continue
-            r = self.results.setdefault(e.stream_id, {"status": None, "headers": {}, "body": b""})
+            r = self.results.setdefault(
+                e.stream_id, {"status": None, "headers": {}, "body": b"", "progress": []}
+            )
             if isinstance(e, HeadersReceived):
                 for k, v in e.headers:
                     k, v = k.decode(), v.decode()
@@ -57,6 +71,13 @@ class Client(QuicConnectionProtocol):
                         r["headers"][k] = v
             else:
                 r["body"] += e.data
+                r["progress"].append((time.time(), len(r["body"])))
+                if self.progress_at is not None and not r.get("reported") and len(r["body"]) >= self.progress_at:
+                    r["reported"] = True
+                    print(json.dumps({"progress": e.stream_id, "bytes": len(r["body"])}), flush=True)
+                    if self.stall is not None:
+                        time.sleep(self.stall)
+                        os._exit(0)
             if e.stream_ended and e.stream_id in self.waiters:
                 self.waiters.pop(e.stream_id).set_result(r)
 
@@ -75,8 +96,18 @@ class Client(QuicConnectionProtocol):
         fut = asyncio.get_running_loop().create_future()
         self.waiters[sid] = fut
         self.transmit()
-        r = await asyncio.wait_for(fut, 10)
+        try:
+            r = await asyncio.wait_for(fut, req.get("timeout", 10))
+        except asyncio.TimeoutError:
+            r = self.results.get(sid, {})
+            got = len(r.get("body", b""))
+            raise RuntimeError(f"stream {sid}: no end in time, {got} body bytes, status {r.get('status')}")
+        total = len(r["body"])
+        t_half = next((t for t, n in r["progress"] if 2 * n >= total), None)
         return {
+            "sha256": hashlib.sha256(r["body"]).hexdigest(),
+            "t_half": t_half,
+            "t_done": r["progress"][-1][0] if r["progress"] else None,
             "status": r["status"],
             "headers": r["headers"],
             "len": len(r["body"]),
@@ -84,7 +115,7 @@ class Client(QuicConnectionProtocol):
         }
 
 
-async def requests(host, port, sni, reqs, connections, idle, wait_close):
+async def requests(host, port, sni, reqs, connections, idle, wait_close, progress, stall):
     out = None
     for _ in range(connections):
         cfg = QuicConfiguration(
@@ -92,6 +123,7 @@ async def requests(host, port, sni, reqs, connections, idle, wait_close):
         )
         cfg.idle_timeout = 30.0
         async with connect(host, port, configuration=cfg, create_protocol=Client) as c:
+            c.progress_at, c.stall = progress, stall
             authority = f"{sni}:{port}"
             results = await asyncio.gather(*(c.request(authority, r) for r in reqs))
             cert = getattr(c._quic.tls, "_peer_certificate", None)
@@ -135,6 +167,21 @@ def foreign(host, port, n):
     print(json.dumps({"sent": n}), flush=True)
 
 
+def gso(host, port, n):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    # Long header, Initial, version 1, DCID length 8, then cut: not a QUIC packet.
+    data = bytes([0xC3]) + b"\x00\x00\x00\x01" + bytes([8]) + b"\x01\x02\x03"
+    try:
+        s.setsockopt(socket.SOL_UDP, 103, len(data))  # UDP_SEGMENT
+        s.sendto(data * n, (host, port))
+        took = True
+    except OSError:
+        for _ in range(n):
+            s.sendto(data, (host, port))
+        took = False
+    print(json.dumps({"sent": n, "gso": took}), flush=True)
+
+
 def halfopen(host, port, n):
     import time
 
@@ -155,7 +202,7 @@ def halfopen(host, port, n):
 
 def main():
     mode = sys.argv[1]
-    modes = {"junk": junk, "foreign": foreign, "halfopen": halfopen}
+    modes = {"junk": junk, "foreign": foreign, "halfopen": halfopen, "gso": gso}
     if mode in modes:
         modes[mode](sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         return
@@ -165,10 +212,20 @@ def main():
         i = args.index("--connections")
         connections = int(args[i + 1])
         del args[i : i + 2]
+    progress = None
+    if "--progress" in args:
+        i = args.index("--progress")
+        progress = int(args[i + 1])
+        del args[i : i + 2]
+    stall = None
+    if "--stall" in args:
+        i = args.index("--stall")
+        stall = float(args[i + 1])
+        del args[i : i + 2]
     idle, wait_close = "--idle" in args, "--wait-close" in args
     args = [a for a in args if a not in ("--idle", "--wait-close")]
     host, port, sni, reqs = args[0], int(args[1]), args[2], json.loads(args[3])
-    asyncio.run(requests(host, port, sni, reqs, connections, idle, wait_close))
+    asyncio.run(requests(host, port, sni, reqs, connections, idle, wait_close, progress, stall))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ mod envoy_cli;
 mod gateway_basic;
 mod gateway_config_errors;
 mod gateway_http3;
+mod gateway_http3_io;
 mod gateway_resumption;
 mod gateway_robustness;
 mod gateway_tls;

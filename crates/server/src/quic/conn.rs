@@ -1,7 +1,9 @@
 //! One QUIC connection: a task on its worker that owns the quiche connection, feeds it the
 //! datagrams its endpoint routes here, drives the handshake (again whenever a provider's key
 //! operation completes: the `Ssl`'s waker notifies this task), then serves HTTP/3: each request
-//! runs [`handle_request`] in its own task, its response comes back here to be written.
+//! runs in its own task ([`respond`]), its response comes back here to be written as its body
+//! streams in. Its packets go out through [`QuicIo`], several per GSO send where they fit
+//! ([`plan`]).
 //! It ends on close, idle timeout, handshake timeout, or drain (GOAWAY, then
 //! CONNECTION_CLOSE once the requests in flight are answered).
 
@@ -14,17 +16,16 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::Response;
-use http_body_util::BodyExt;
 use quiche::h3::{self, Header};
 use quickshake_tls::quic::{record_failure, set_waker, MAX_UDP_PAYLOAD};
-use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch, Notify};
 
-use super::h3::{request, response_fields, H3Body};
+use super::gso::plan;
+use super::h3::{request, H3Body};
+use super::respond::{respond, Head, Outgoing, Progress};
 use super::shared::{Datagram, QuicShared};
-use crate::body::Body;
+use super::udp::QuicIo;
 use crate::connection::{conn_info, select_chain};
-use crate::http::handle_request;
 use crate::http_runtime::{ConnInfo, HttpRuntime};
 use crate::listener::{ListenerShared, Network};
 use crate::shared::ServerShared;
@@ -49,7 +50,7 @@ impl Wake for NotifyWaker {
 
 /// What the connection task is given by its endpoint.
 pub(super) struct ConnTask {
-    pub socket: Arc<UdpSocket>,
+    pub io: Arc<QuicIo>,
     pub listener: Arc<ListenerShared>,
     pub quic: Arc<QuicShared>,
     pub server: Arc<ServerShared>,
@@ -61,21 +62,18 @@ pub(super) struct ConnTask {
     pub drain: watch::Receiver<bool>,
 }
 
-/// A response on its way out: fields not yet accepted, then body bytes from `off`.
-struct Pending {
-    stream: u64,
-    fields: Option<Vec<Header>>,
-    body: Bytes,
-    off: usize,
-}
-
 /// The HTTP side, once the handshake is done.
 struct Serving {
     h3: h3::Connection,
     rt: Arc<HttpRuntime>,
     info: Arc<ConnInfo>,
     bodies: HashMap<u64, mpsc::UnboundedSender<Bytes>>,
-    pending: Vec<Pending>,
+    /// Responses being written.
+    pending: Vec<Outgoing>,
+    /// Where request tasks send their responses' heads, and what wakes this task when they
+    /// have sent something.
+    heads: mpsc::UnboundedSender<Head>,
+    wake: Arc<Notify>,
     /// Requests received and not yet fully answered.
     in_flight: usize,
     /// Streams whose response is written but not yet acknowledged (quiche forgets a stream
@@ -97,13 +95,13 @@ impl ConnTask {
         let notify = Arc::new(Notify::new());
         let waker = Waker::from(Arc::new(NotifyWaker(notify.clone())));
         let deadline = started + self.quic.opts.crypto_handshake_timeout;
-        let (resp_tx, mut resp_rx) = mpsc::unbounded_channel::<(u64, Response<Bytes>)>();
+        let (heads_tx, mut heads_rx) = mpsc::unbounded_channel::<Head>();
         let mut drain = self.drain.clone();
         let mut draining = *drain.borrow();
         let mut serving: Option<Serving> = None;
         let mut handshake_open = true;
         let mut first = true;
-        let mut out = vec![0u8; MAX_UDP_PAYLOAD];
+        let mut out = vec![0u8; self.io.max_segments() * MAX_UDP_PAYLOAD];
         let peer = self.peer;
         loop {
             // The waker on the `Ssl` before every drive (boring's async key callbacks poll
@@ -130,14 +128,12 @@ impl ConnTask {
                         self.recv(&mut conn, d);
                     }
                 }
-                Some((stream, resp)) = resp_rx.recv() => {
+                Some(head) = heads_rx.recv() => {
                     if let Some(s) = serving.as_mut() {
-                        s.pending.push(Pending {
-                            stream,
-                            fields: Some(response_fields(&resp)),
-                            body: resp.into_body(),
-                            off: 0,
-                        });
+                        s.pending.push(Outgoing::new(head));
+                        while let Ok(head) = heads_rx.try_recv() {
+                            s.pending.push(Outgoing::new(head));
+                        }
                     }
                 }
                 () = notify.notified() => {}
@@ -153,13 +149,13 @@ impl ConnTask {
             if handshake_open && conn.is_established() {
                 handshake_open = false;
                 self.handshaking.fetch_sub(1, Ordering::Relaxed);
-                serving = self.established(&mut conn, started, peer);
+                serving = self.established(&mut conn, started, peer, &heads_tx, &notify);
                 if serving.is_none() {
                     let _ = conn.close(false, CONNECTION_REFUSED, b"no filter chain");
                 }
             }
             if let Some(s) = serving.as_mut() {
-                s.serve(&mut conn, &resp_tx, draining);
+                s.serve(&mut conn, draining);
             }
             self.flush(&mut conn, &mut out).await;
             if conn.is_closed() {
@@ -180,13 +176,41 @@ impl ConnTask {
         conn.recv(&mut d.data, info).is_ok()
     }
 
+    /// Send all quiche has to send: packets written one after another into `out` (room for
+    /// the socket's GSO segment limit), then sent in as few GSO sends as they fit.
     async fn flush(&self, conn: &mut quiche::Connection, out: &mut [u8]) {
+        let max = self
+            .io
+            .max_segments()
+            .min(out.len() / MAX_UDP_PAYLOAD)
+            .max(1);
+        let mut packets = Vec::with_capacity(max);
         loop {
-            match conn.send(out) {
-                Ok((n, info)) => {
-                    let _ = self.socket.send_to(&out[..n], info.to).await;
+            packets.clear();
+            let mut len = 0;
+            let mut done = false;
+            while packets.len() < max {
+                let Some(room) = out.get_mut(len..len + MAX_UDP_PAYLOAD) else {
+                    break;
+                };
+                match conn.send(room) {
+                    Ok((n, info)) => {
+                        packets.push((n, info.to));
+                        len += n;
+                    }
+                    Err(_) => {
+                        done = true;
+                        break;
+                    }
                 }
-                Err(_) => return,
+            }
+            for b in plan(&packets, max) {
+                if let Some(data) = out.get(b.start..b.start + b.len) {
+                    self.io.send(data, b.to, b.segment).await;
+                }
+            }
+            if done || packets.is_empty() {
+                return;
             }
         }
     }
@@ -197,6 +221,8 @@ impl ConnTask {
         conn: &mut quiche::Connection,
         started: Instant,
         peer: SocketAddr,
+        heads: &mpsc::UnboundedSender<Head>,
+        wake: &Arc<Notify>,
     ) -> Option<Serving> {
         let stats = &self.listener.stats;
         stats
@@ -224,6 +250,8 @@ impl ConnTask {
             info: conn_info(peer, self.local.to_string(), sni, Some(version)),
             bodies: HashMap::new(),
             pending: Vec::new(),
+            heads: heads.clone(),
+            wake: wake.clone(),
             in_flight: 0,
             unacked: Vec::new(),
             goaway_sent: false,
@@ -272,18 +300,13 @@ impl ConnTask {
 impl Serving {
     /// Read HTTP/3 events, start requests, write responses; on drain, GOAWAY then close once
     /// nothing is in flight.
-    fn serve(
-        &mut self,
-        conn: &mut quiche::Connection,
-        resp_tx: &mpsc::UnboundedSender<(u64, Response<Bytes>)>,
-        draining: bool,
-    ) {
+    fn serve(&mut self, conn: &mut quiche::Connection, draining: bool) {
         let mut buf = [0u8; 16 * 1024];
         loop {
             match self.h3.poll(conn) {
                 Ok((stream, h3::Event::Headers { list, more_frames })) => {
                     self.info.touch();
-                    self.start(stream, &list, more_frames, resp_tx, draining);
+                    self.start(stream, &list, more_frames, draining);
                 }
                 Ok((stream, h3::Event::Data)) => {
                     while let Ok(n) = self.h3.recv_body(conn, stream, &mut buf) {
@@ -318,14 +341,7 @@ impl Serving {
         }
     }
 
-    fn start(
-        &mut self,
-        stream: u64,
-        fields: &[Header],
-        more_frames: bool,
-        resp_tx: &mpsc::UnboundedSender<(u64, Response<Bytes>)>,
-        draining: bool,
-    ) {
+    fn start(&mut self, stream: u64, fields: &[Header], more_frames: bool, draining: bool) {
         self.in_flight += 1;
         self.next_stream = self.next_stream.max(stream + 4);
         let body = if more_frames {
@@ -340,54 +356,37 @@ impl Serving {
             Err(m) => {
                 tracing::debug!(peer = %self.info.peer, reason = m.0, "malformed HTTP/3 request");
                 self.rt.stats.downstream_rq_xx[3].inc();
-                let mut resp = Response::new(Bytes::new());
+                let mut resp = Response::new(());
                 *resp.status_mut() = http::StatusCode::BAD_REQUEST;
-                self.pending.push(Pending {
-                    stream,
-                    fields: Some(response_fields(&resp)),
-                    body: Bytes::new(),
-                    off: 0,
-                });
+                self.pending
+                    .push(Outgoing::new(Head::bodiless(stream, &resp)));
                 return;
             }
         };
-        let (rt, info, tx) = (self.rt.clone(), self.info.clone(), resp_tx.clone());
-        tokio::spawn(async move {
-            let Ok(resp) = handle_request(req, rt, info, draining).await;
-            let _ = tx.send((stream, collect(resp).await));
-        });
+        tokio::spawn(respond(
+            req,
+            self.rt.clone(),
+            self.info.clone(),
+            draining,
+            stream,
+            self.heads.clone(),
+            self.wake.clone(),
+        ));
     }
 
-    /// Write what flow control lets through; a response leaves `pending` once all of it is.
+    /// Write what flow control lets through; a response leaves `pending` once all of it is
+    /// written (or its stream is reset).
     fn write(&mut self, conn: &mut quiche::Connection) {
         let h3 = &mut self.h3;
         let before = self.pending.len();
         let unacked = &mut self.unacked;
-        self.pending.retain_mut(|p| {
-            if let Some(fields) = &p.fields {
-                match h3.send_response(conn, p.stream, fields, p.body.is_empty()) {
-                    Ok(()) => p.fields = None,
-                    Err(h3::Error::StreamBlocked | h3::Error::Done) => return true,
-                    Err(_) => return false,
-                }
-                if p.body.is_empty() {
-                    unacked.push(p.stream);
-                    return false;
-                }
+        self.pending.retain_mut(|p| match p.write(h3, conn) {
+            Progress::Blocked => true,
+            Progress::Done => {
+                unacked.push(p.stream);
+                false
             }
-            let rest = p.body.slice(p.off..);
-            match h3.send_body(conn, p.stream, &rest, true) {
-                Ok(n) => {
-                    p.off += n;
-                    let more = p.off < p.body.len();
-                    if !more {
-                        unacked.push(p.stream);
-                    }
-                    more
-                }
-                Err(h3::Error::Done) => true,
-                Err(_) => false,
-            }
+            Progress::Failed => false,
         });
         let done = before - self.pending.len();
         self.in_flight = self.in_flight.saturating_sub(done);
@@ -395,15 +394,4 @@ impl Serving {
             self.info.touch();
         }
     }
-}
-
-/// The response with its body read whole (HTTP/3 responses are written from memory; a body
-/// that fails midway is cut where it failed).
-async fn collect(resp: Response<Body>) -> Response<Bytes> {
-    let (parts, body) = resp.into_parts();
-    let bytes = match body.collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(_) => Bytes::new(),
-    };
-    Response::from_parts(parts, bytes)
 }

@@ -11,13 +11,15 @@ use std::time::Duration;
 use quickshake_config::QuicOptions;
 use quickshake_stats::Store;
 use quickshake_tls::quic::{prepare_ssl, quic_config, RetryTokens, MAX_UDP_PAYLOAD};
+use quinn_udp::RecvMeta;
 use socket2::{Domain, Protocol, Socket, Type};
-use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
 
 use super::cid::{new_cid, worker_of, CID_LEN};
 use super::conn;
+use super::gso::datagrams;
 use super::shared::{Datagram, QuicShared, QuicSocket, QuicStats};
+use super::udp::{QuicIo, RECV_BATCH};
 use crate::connection::select_chain;
 use crate::error::ServerError;
 use crate::listener::ListenerShared;
@@ -111,7 +113,7 @@ pub fn probe_udp_port_free(addr: SocketAddr, path: &str) -> Result<(), ServerErr
 
 /// Everything a connection task needs from its endpoint.
 struct Endpoint {
-    socket: Arc<UdpSocket>,
+    io: Arc<QuicIo>,
     local: SocketAddr,
     worker: usize,
     listener: Arc<ListenerShared>,
@@ -142,14 +144,21 @@ pub async fn run_endpoint(
         mut inbox,
         worker,
     } = sock;
-    let socket = match UdpSocket::from_std(socket) {
+    let io = match QuicIo::new(socket, quic.stats.clone()) {
         Ok(s) => Arc::new(s),
         Err(e) => {
             tracing::error!(listener = %listener.name, error = %e, "cannot register QUIC socket");
             return;
         }
     };
-    let local = socket.local_addr().unwrap_or(listener.address);
+    let local = io.local_addr().unwrap_or(listener.address);
+    tracing::debug!(
+        listener = %listener.name,
+        worker,
+        gso_segments = io.max_segments(),
+        gro_segments = io.gro_segments(),
+        "QUIC socket offloads"
+    );
     let chooser = listener.clone();
     let config = match quic_config(
         &quic.opts,
@@ -166,7 +175,7 @@ pub async fn run_endpoint(
     let (closed_tx, mut closed_rx) = mpsc::unbounded_channel::<Vec<Vec<u8>>>();
     let draining = *drain.borrow();
     let mut ep = Endpoint {
-        socket: socket.clone(),
+        io: io.clone(),
         local,
         worker,
         listener,
@@ -180,13 +189,19 @@ pub async fn run_endpoint(
         draining,
         out: vec![0u8; MAX_UDP_PAYLOAD],
     };
-    let mut buf = vec![0u8; 65535];
+    let mut bufs: [Vec<u8>; RECV_BATCH] = std::array::from_fn(|_| vec![0u8; io.recv_buffer_len()]);
+    let mut meta = [RecvMeta::default(); RECV_BATCH];
     loop {
         tokio::select! {
-            r = socket.recv_from(&mut buf) => match r {
-                Ok((n, from)) => {
-                    let data = buf.get(..n).unwrap_or_default().to_vec();
-                    ep.datagram(Datagram { data, from, to: local }, false).await;
+            r = io.recv(&mut bufs, &mut meta) => match r {
+                Ok(n) => {
+                    for (buf, m) in bufs.iter().zip(&meta).take(n) {
+                        // A GRO buffer holds datagrams of one sender, `stride` bytes each.
+                        for data in datagrams(buf.get(..m.len).unwrap_or_default(), m.stride) {
+                            let d = Datagram { data: data.to_vec(), from: m.addr, to: local };
+                            ep.datagram(d, false).await;
+                        }
+                    }
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "QUIC socket receive failed");
@@ -248,7 +263,7 @@ impl Endpoint {
                 quiche::ConnectionId::from_ref(&dcid),
             );
             if let Ok(n) = quiche::negotiate_version(&s, &dc, &mut self.out) {
-                let _ = self.socket.send_to(&self.out[..n], d.from).await;
+                self.io.send(&self.out[..n], d.from, n).await;
             }
             return;
         }
@@ -313,7 +328,7 @@ impl Endpoint {
         let _ = tx.send(d);
         self.handshaking.fetch_add(1, Ordering::Relaxed);
         let task = conn::ConnTask {
-            socket: self.socket.clone(),
+            io: self.io.clone(),
             listener,
             quic: self.quic.clone(),
             server: self.server.clone(),
@@ -342,7 +357,7 @@ impl Endpoint {
         );
         if let Ok(n) = n {
             self.quic.stats.retry_sent.inc();
-            let _ = self.socket.send_to(&self.out[..n], peer).await;
+            self.io.send(&self.out[..n], peer, n).await;
         }
     }
 }

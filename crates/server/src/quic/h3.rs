@@ -1,5 +1,6 @@
 //! HTTP/3 messages to and from `http` types: a request from a HEADERS frame's field list, the
-//! request body a stream's DATA frames feed ([`H3Body`]), and a response's field list.
+//! request body a stream's DATA frames feed ([`H3Body`]), and a response's (and its
+//! trailers') field lists.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -138,13 +139,24 @@ const CONNECTION_SPECIFIC: [&str; 5] = [
 pub fn response_fields<B>(resp: &Response<B>) -> Vec<Header> {
     let mut out = Vec::with_capacity(resp.headers().len() + 1);
     out.push(Header::new(b":status", resp.status().as_str().as_bytes()));
-    for (name, value) in resp.headers() {
+    push_fields(&mut out, resp.headers());
+    out
+}
+
+/// A trailer section's fields (a response body's trailers, gRPC's status among them).
+pub fn trailer_fields(trailers: &HeaderMap) -> Vec<Header> {
+    let mut out = Vec::with_capacity(trailers.len());
+    push_fields(&mut out, trailers);
+    out
+}
+
+fn push_fields(out: &mut Vec<Header>, headers: &HeaderMap) {
+    for (name, value) in headers {
         if CONNECTION_SPECIFIC.contains(&name.as_str()) {
             continue;
         }
         out.push(Header::new(name.as_str().as_bytes(), value.as_bytes()));
     }
-    out
 }
 
 #[cfg(test)]

@@ -3,7 +3,9 @@
 //! destination connection ID, accepts new ones (Initial packets), answers unknown versions
 //! and sends stateless Retry packets under load; each connection is a task on the same
 //! worker ([`conn`]) that drives quiche and quiche's HTTP/3 and sends every request through
-//! the connection manager ([`crate::http::handle_request`]), as TCP connections do.
+//! the connection manager ([`crate::http::handle_request`]), as TCP connections do, and
+//! streams each response back as its body comes ([`respond`]). The socket uses the kernel's
+//! GSO and GRO where it has them ([`udp`], batches planned in [`gso`]).
 //!
 //! The TLS side is `quickshake-tls`'s ([`quickshake_tls::quic`]): the filter chain is chosen by
 //! SNI in the handshake, and its certificate's key (in process or a provider's asynchronous
@@ -18,8 +20,11 @@
 pub mod cid;
 mod conn;
 mod endpoint;
+mod gso;
 pub mod h3;
+mod respond;
 mod shared;
+mod udp;
 
 pub use endpoint::{bind_workers, probe_udp_port_free, run_endpoint, RETRY_ABOVE_HANDSHAKES};
 pub use shared::{Datagram, QuicShared, QuicSocket, QuicStats};

@@ -31,6 +31,14 @@ pub struct QuicStats {
     pub packets_forwarded: Counter,
     /// Connections closed by the idle timeout (`quic_options.idle_timeout`).
     pub idle_timeout: Counter,
+    /// Datagrams read from the socket (each datagram of a GRO buffer counts).
+    pub datagrams_received: Counter,
+    /// Datagrams written to the socket (each segment of a GSO send counts).
+    pub datagrams_sent: Counter,
+    /// Received buffers that held more than one datagram (GRO).
+    pub gro_batches: Counter,
+    /// Sends that carried more than one datagram (GSO).
+    pub gso_sends: Counter,
 }
 
 impl QuicStats {
@@ -42,6 +50,10 @@ impl QuicStats {
             invalid_retry_token: c("invalid_retry_token"),
             packets_forwarded: c("packets_forwarded"),
             idle_timeout: c("idle_timeout"),
+            datagrams_received: c("datagrams_received"),
+            datagrams_sent: c("datagrams_sent"),
+            gro_batches: c("gro_batches"),
+            gso_sends: c("gso_sends"),
         }
     }
 }
