@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use quickshake_config::{check_listener_addresses, Bootstrap, Listener};
+use quickshake_config::{check_listener_addresses, Bootstrap, Listener, QuicOptions};
 use quickshake_keyprovider::Providers;
 use quickshake_stats::Store;
 use quickshake_upstream::ClusterManager;
@@ -43,6 +43,9 @@ impl ListenerView {
 
 struct Active {
     address: SocketAddr,
+    /// A QUIC listener's options: a change rebinds it (its endpoints' quiche configuration
+    /// and timeouts are set when they start); its filter chains alone change in place.
+    quic: Option<QuicOptions>,
     fingerprint: u64,
     routes: u64,
     shared: Arc<ListenerShared>,
@@ -202,6 +205,7 @@ impl DynamicConfig {
                 }
                 Some(act)
                     if act.address == l.address
+                        && act.quic == l.quic
                         && act.shared.proxy_protocol == l.proxy_protocol
                         && act.shared.ignore_global_conn_limit == l.ignore_global_conn_limit =>
                 {
@@ -251,13 +255,14 @@ impl DynamicConfig {
             self.listeners.remove(&l.name);
             let stop = self
                 .workers
-                .listen(&l, shared.clone())
+                .listen(&l, shared.clone(), &self.store)
                 .map_err(|e| err(&l, &e))?;
             tracing::info!(listener = %l.name, address = %l.address, "listener added");
             self.listeners.insert(
                 l.name.clone(),
                 Active {
                     address: l.address,
+                    quic: l.quic.clone(),
                     fingerprint: print.0,
                     routes: print.1,
                     shared,

@@ -40,32 +40,37 @@ impl Drop for ListenerStop {
 }
 
 impl Workers {
-    /// Bind `cfg`'s address once per worker and have each worker accept on it.
+    /// Bind `cfg`'s address once per worker and have each worker accept on it (a QUIC
+    /// listener: serve it, with its `http3.*` counters in `store`).
     pub fn listen(
         &self,
         cfg: &Listener,
         shared: Arc<ListenerShared>,
+        store: &Store,
     ) -> Result<ListenerStop, ServerError> {
-        if cfg.quic.is_some() {
-            return Err(ServerError::Invalid {
-                field: format!("{}.udp_listener_config", cfg.path),
-                reason: "QUIC listeners from a control plane (LDS) are not supported yet; \
-                         put them in static_resources"
-                    .into(),
-            });
-        }
-        let sockets = self
-            .0
-            .iter()
-            .map(|_| listener::bind_reuseport(cfg.address, &cfg.path))
-            .collect::<Result<Vec<_>, _>>()?;
         let (tx, rx) = watch::channel(false);
-        for (worker, socket) in self.0.iter().zip(sockets) {
-            let cmd = WorkerCmd::Listen {
-                shared: shared.clone(),
-                socket,
-                stop: rx.clone(),
-            };
+        let cmds: Vec<WorkerCmd> = match &cfg.quic {
+            Some(q) => crate::quic::bind_workers(&shared, q, &cfg.path, self.0.len(), store)?
+                .into_iter()
+                .map(|socket| WorkerCmd::ListenQuic {
+                    shared: shared.clone(),
+                    socket,
+                    stop: rx.clone(),
+                })
+                .collect(),
+            None => self
+                .0
+                .iter()
+                .map(|_| {
+                    Ok(WorkerCmd::Listen {
+                        shared: shared.clone(),
+                        socket: listener::bind_reuseport(cfg.address, &cfg.path)?,
+                        stop: rx.clone(),
+                    })
+                })
+                .collect::<Result<_, ServerError>>()?,
+        };
+        for (worker, cmd) in self.0.iter().zip(cmds) {
             if worker.send(cmd).is_err() {
                 tracing::warn!(listener = %cfg.name, "a worker has stopped; it does not take the new listener");
             }

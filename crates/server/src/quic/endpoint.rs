@@ -237,7 +237,8 @@ impl Endpoint {
             }
             return;
         }
-        if self.draining {
+        // Draining, or `enabled: false` (Envoy's disabled QUIC listener): no new connections.
+        if self.draining || !self.quic.opts.enabled {
             return;
         }
         let (scid, version) = (hdr.scid.as_ref().to_vec(), hdr.version);
