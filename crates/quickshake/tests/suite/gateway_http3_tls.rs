@@ -8,7 +8,7 @@ use crate::gateway_http3::requests_sni;
 use crate::support::{self, Gateway};
 
 /// A QUIC listener whose one chain asks for client certificates issued by `client-ca` and
-/// makes tickets under the key in `@KEYFILE@` (`@TICKETS@`: that entry, or nothing).
+/// makes tickets under the keys `@TICKETS@` names (see [`gateway`]).
 const CONFIG: &str = r#"
 static_resources:
   listeners:
@@ -51,16 +51,33 @@ admin:
   address: { socket_address: { address: 127.0.0.1, port_value: {{ADMIN}} } }
 "#;
 
-const TICKETS: &str = "            session_ticket_keys: { keys: [ { filename: @KEYFILE@ } ] }";
+/// Where a gateway's ticket keys come from.
+enum Keys<'a> {
+    None,
+    /// `session_ticket_keys` with the key in this file.
+    File(&'a std::path::Path),
+    /// `session_ticket_keys_sds_secret_config` from this SDS secret file.
+    Sds(&'a std::path::Path),
+}
 
-/// A gateway on [`CONFIG`]; `key_file`: its ticket key (`None`: no keys configured).
-fn gateway(key_file: Option<&std::path::Path>) -> Gateway {
-    let cfg = match key_file {
-        Some(f) => CONFIG
-            .replace("@TICKETS@", TICKETS)
-            .replace("@KEYFILE@", &f.display().to_string()),
-        None => CONFIG.replace("@TICKETS@\n", ""),
+/// A gateway on [`CONFIG`] with its ticket keys from `keys`.
+fn gateway(keys: Keys<'_>) -> Gateway {
+    let entry = match keys {
+        Keys::None => String::new(),
+        Keys::File(f) => format!(
+            "            session_ticket_keys: {{ keys: [ {{ filename: {} }} ] }}\n",
+            f.display()
+        ),
+        Keys::Sds(f) => format!(
+            "            session_ticket_keys_sds_secret_config:\n              name: ticket_keys\n              sds_config: {{ path_config_source: {{ path: {} }}, resource_api_version: V3 }}\n",
+            f.display()
+        ),
     };
+    // SDS from a file needs a node, as in Envoy.
+    let cfg = format!(
+        "node: {{ id: h3, cluster: h3 }}\n{}",
+        CONFIG.replace("@TICKETS@\n", &entry)
+    );
     Gateway::start(&cfg, &["--concurrency", "1"])
 }
 
@@ -76,7 +93,7 @@ fn get(port: u16, extra: &[&str]) -> serde_json::Value {
 #[test]
 fn quic_client_certificates_refused_without_served_with() {
     let _lock = support::shared();
-    let gw = gateway(None);
+    let gw = gateway(Keys::None);
     let scope = gw.scope("127.0.0.1");
     let (client, key) = (
         support::cert("client.cert.pem"),
@@ -116,9 +133,19 @@ fn quic_client_certificates_refused_without_served_with() {
 fn a_quic_ticket_resumes_on_another_process_with_the_same_keys() {
     let _lock = support::shared();
     let dir = tempfile::tempdir().expect("tempdir");
-    let k1 = dir.path().join("k1.key");
+    let (k1, sds) = (dir.path().join("k1.key"), dir.path().join("keys.yaml"));
     std::fs::write(&k1, support::ticket_key(1)).expect("ticket key file");
-    let (a, b, none) = (gateway(Some(&k1)), gateway(Some(&k1)), gateway(None));
+    let secret = format!(
+        "resources:\n- \"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret\n  name: ticket_keys\n  session_ticket_keys:\n    keys:\n    - inline_string: {}\n",
+        support::ticket_key(1)
+    );
+    std::fs::write(&sds, secret).expect("SDS secret file");
+    // `a` reads K1 from a file, `b` from an SDS secret.
+    let (a, b, none) = (
+        gateway(Keys::File(&k1)),
+        gateway(Keys::Sds(&sds)),
+        gateway(Keys::None),
+    );
     let ticket = dir.path().join("ticket.bin");
     let ticket = ticket.to_str().expect("utf-8 path");
     let (client, key) = (
@@ -136,7 +163,7 @@ fn a_quic_ticket_resumes_on_another_process_with_the_same_keys() {
     assert_eq!(out["results"][0]["status"], 200, "{out}");
     assert_eq!(out["resumed"], false, "{out}");
     assert!(std::path::Path::new(ticket).exists(), "no ticket from a");
-    // `b` holds K1: it resumes a's ticket (and renews it).
+    // `b` holds K1 (by SDS): it resumes a's ticket (and renews it).
     let out = with(b.port);
     assert_eq!(out["results"][0]["status"], 200, "{out}");
     assert_eq!(out["resumed"], true, "a's ticket on b: {out}");

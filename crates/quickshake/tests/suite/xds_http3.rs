@@ -2,7 +2,7 @@
 //! filter chain whose certificate comes by SDS, all over ADS from the go-control-plane harness,
 //! served to aioquic by Envoy 1.39.3 and by quickshake alike; on quickshake, an update (new
 //! certificate and routes) serves new connections while an established one finishes its request,
-//! and removing the listener drains its connections (GOAWAY, then CONNECTION_CLOSE H3_NO_ERROR)
+//! a certificate rotated by SDS alone serves new handshakes, and removing the listener drains its connections (GOAWAY, then CONNECTION_CLOSE H3_NO_ERROR)
 //! and then frees the port.
 
 use std::process::{Command, Stdio};
@@ -180,6 +180,16 @@ fn an_http3_listener_from_lds_is_served_updated_and_drained() {
             "established connection: {out}"
         );
         assert_eq!(out["peer_serial"], SERIAL_RSA2048, "{out}");
+        // A secret alone changes (the listener as it was): new handshakes get its certificate.
+        cp.push(
+            NODE,
+            "v2b",
+            resources(Some(quic_listener(port, "v2")), "rsa2048", slow.port),
+        );
+        support::eventually(
+            "a rotated SDS certificate serves new QUIC handshakes",
+            || get(port)["peer_serial"] == SERIAL_RSA2048,
+        );
         // Removal drains: the request in flight is answered, then GOAWAY and
         // CONNECTION_CLOSE (H3_NO_ERROR); then the port is free.
         let before = slow.state.request_count();
