@@ -30,12 +30,25 @@ pub struct Gateway {
 #[derive(Clone)]
 pub struct Workers(Vec<mpsc::UnboundedSender<WorkerCmd>>);
 
-/// Stops a listener added with [`Workers::listen`] when told to, or when dropped.
-pub struct ListenerStop(watch::Sender<bool>);
+/// Stops a listener added with [`Workers::listen`] when told to, or when dropped; for a QUIC
+/// listener, also how its `quic_options` change in place.
+pub struct ListenerStop {
+    stop: watch::Sender<bool>,
+    quic: Option<Arc<crate::quic::QuicShared>>,
+}
+
+impl ListenerStop {
+    /// New `quic_options` for a running QUIC listener: new connections get them.
+    pub fn set_quic_options(&self, opts: &quickshake_config::QuicOptions) {
+        if let Some(q) = &self.quic {
+            q.set_options(opts.clone());
+        }
+    }
+}
 
 impl Drop for ListenerStop {
     fn drop(&mut self) {
-        let _ = self.0.send(true);
+        let _ = self.stop.send(true);
     }
 }
 
@@ -49,15 +62,21 @@ impl Workers {
         store: &Store,
     ) -> Result<ListenerStop, ServerError> {
         let (tx, rx) = watch::channel(false);
+        let mut quic = None;
         let cmds: Vec<WorkerCmd> = match &cfg.quic {
-            Some(q) => crate::quic::bind_workers(&shared, q, &cfg.path, self.0.len(), store)?
-                .into_iter()
-                .map(|socket| WorkerCmd::ListenQuic {
-                    shared: shared.clone(),
-                    socket,
-                    stop: rx.clone(),
-                })
-                .collect(),
+            Some(q) => {
+                let sockets =
+                    crate::quic::bind_workers(&shared, q, &cfg.path, self.0.len(), store)?;
+                quic = sockets.first().map(|s| s.shared.clone());
+                sockets
+                    .into_iter()
+                    .map(|socket| WorkerCmd::ListenQuic {
+                        shared: shared.clone(),
+                        socket,
+                        stop: rx.clone(),
+                    })
+                    .collect()
+            }
             None => self
                 .0
                 .iter()
@@ -75,7 +94,7 @@ impl Workers {
                 tracing::warn!(listener = %cfg.name, "a worker has stopped; it does not take the new listener");
             }
         }
-        Ok(ListenerStop(tx))
+        Ok(ListenerStop { stop: tx, quic })
     }
 }
 

@@ -2,7 +2,8 @@
 //! filter chain whose certificate comes by SDS, all over ADS from the go-control-plane harness,
 //! served to aioquic by Envoy 1.39.3 and by quickshake alike; on quickshake, an update (new
 //! certificate and routes) serves new connections while an established one finishes its request,
-//! a certificate rotated by SDS alone serves new handshakes, and removing the listener drains its connections (GOAWAY, then CONNECTION_CLOSE H3_NO_ERROR)
+//! a certificate rotated by SDS alone serves new handshakes, new `quic_options` apply to new
+//! connections in place, and removing the listener drains its connections (GOAWAY, then CONNECTION_CLOSE H3_NO_ERROR)
 //! and then frees the port.
 
 use std::process::{Command, Stdio};
@@ -24,11 +25,16 @@ const SERIAL_OTHER: &str = "41a71146c89fbe6ed5c9d349007e9fc7215c43d3";
 /// The QUIC listener as a control plane sends it: certificate `server-cert` by SDS over ADS,
 /// `/slow` to the `slow` cluster, the rest answered with `tag`.
 fn quic_listener(port: u16, tag: &str) -> Value {
+    quic_listener_with(port, tag, json!({}))
+}
+
+/// [`quic_listener`] with these `quic_options`.
+fn quic_listener_with(port: u16, tag: &str, quic_options: Value) -> Value {
     let ads = json!({ "ads": {}, "resource_api_version": "V3" });
     json!({
         "name": "h3",
         "address": { "socket_address": { "address": "127.0.0.1", "port_value": port, "protocol": "UDP" } },
-        "udp_listener_config": { "quic_options": {} },
+        "udp_listener_config": { "quic_options": quic_options },
         "filter_chains": [{
             "transport_socket": {
                 "name": "envoy.transport_sockets.quic",
@@ -190,6 +196,41 @@ fn an_http3_listener_from_lds_is_served_updated_and_drained() {
             "a rotated SDS certificate serves new QUIC handshakes",
             || get(port)["peer_serial"] == SERIAL_RSA2048,
         );
+        // New quic_options apply in place to new connections: a 1 s idle timeout closes a
+        // client that leaves without a word.
+        let applied = dp.stat("listener_manager.lds.update_success").unwrap_or(0);
+        cp.push(
+            NODE,
+            "v2c",
+            resources(
+                Some(quic_listener_with(
+                    port,
+                    "v2",
+                    json!({ "idle_timeout": "1s" }),
+                )),
+                "rsa2048",
+                slow.port,
+            ),
+        );
+        support::eventually("the new quic_options applied", || {
+            dp.stat("listener_manager.lds.update_success").unwrap_or(0) > applied
+        });
+        let scope = "listener.127.0.0.1_".to_owned() + &port.to_string() + ".";
+        let out = requests_sni(port, "localhost", &json!([{"path": "/"}]), &["--idle"]);
+        assert_eq!(out["results"][0]["body"], "v2", "{out}");
+        support::eventually("the new idle_timeout closed the connection", || {
+            dp.stat(&format!("{scope}http3.idle_timeout")).unwrap_or(0) == 1
+        });
+        // Back to the default idle timeout (the slow request below idles longer than 1 s).
+        let applied = dp.stat("listener_manager.lds.update_success").unwrap_or(0);
+        cp.push(
+            NODE,
+            "v2d",
+            resources(Some(quic_listener(port, "v2")), "rsa2048", slow.port),
+        );
+        support::eventually("the default quic_options applied", || {
+            dp.stat("listener_manager.lds.update_success").unwrap_or(0) > applied
+        });
         // Removal drains: the request in flight is answered, then GOAWAY and
         // CONNECTION_CLOSE (H3_NO_ERROR); then the port is free.
         let before = slow.state.request_count();

@@ -96,7 +96,7 @@ impl ConnTask {
         let started = Instant::now();
         let notify = Arc::new(Notify::new());
         let waker = Waker::from(Arc::new(NotifyWaker(notify.clone())));
-        let deadline = started + self.quic.opts.crypto_handshake_timeout;
+        let deadline = started + self.quic.options().crypto_handshake_timeout;
         let (resp_tx, mut resp_rx) = mpsc::unbounded_channel::<(u64, Response<Bytes>)>();
         let mut drain = self.drain.clone();
         let mut draining = *drain.borrow();
