@@ -274,7 +274,7 @@ impl DynamicConfig {
                     fingerprint: print.0,
                     routes: print.1,
                     shared,
-                    stop: stop,
+                    stop,
                 },
             );
         }
