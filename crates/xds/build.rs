@@ -24,6 +24,7 @@ const ROOTS: &[&str] = &[
     "envoy.extensions.transport_sockets.tls.v3.Secret",
     "envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
     "envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+    "envoy.extensions.transport_sockets.quic.v3.QuicDownstreamTransport",
     "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
     "envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy",
     "envoy.extensions.filters.listener.proxy_protocol.v3.ProxyProtocol",

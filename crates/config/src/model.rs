@@ -163,6 +163,9 @@ pub struct QuicOptions {
     pub crypto_handshake_timeout: Duration,
     /// `udp_listener_config.downstream_socket_config.prefer_gro` (Envoy's default true).
     pub prefer_gro: bool,
+    /// `enabled.default_value` (default true): a disabled QUIC listener keeps its port and
+    /// its open connections, and accepts no new ones (Envoy's runtime-disabled listener).
+    pub enabled: bool,
 }
 
 impl Default for QuicOptions {
@@ -174,6 +177,7 @@ impl Default for QuicOptions {
             idle_timeout: Duration::from_secs(300),
             crypto_handshake_timeout: Duration::from_secs(20),
             prefer_gro: true,
+            enabled: true,
         }
     }
 }

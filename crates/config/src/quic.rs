@@ -100,9 +100,7 @@ pub(crate) fn udp_listener_config(node: &Node<'_>) -> Result<Option<QuicOptions>
         // A RuntimeFeatureFlag: quickshake has no runtime, so its default decides.
         let eo = e.obj(&["default_value", "runtime_key"])?;
         eo.opt_str("runtime_key")?;
-        if eo.opt_bool("default_value")? == Some(false) {
-            return Err(e.unsupported(Some("a disabled QUIC listener")));
-        }
+        opts.enabled = eo.opt_bool("default_value")?.unwrap_or(true);
     }
     Ok(Some(opts))
 }
@@ -126,12 +124,6 @@ pub(crate) fn quic_transport(node: &Node<'_>) -> Result<DownstreamTls> {
         }
     }
     let mut tls = embedded_downstream_tls_context(&o.req("downstream_tls_context")?)?;
-    if tls.require_client_certificate || tls.trusted_ca.is_some() {
-        return Err(ConfigError::unsupported(
-            format!("{}.common_tls_context.validation_context", tls.path),
-            Some("client certificates on QUIC listeners"),
-        ));
-    }
     tls.quic = true;
     Ok(tls)
 }

@@ -76,6 +76,24 @@ fn envoys_http3_listener_parses_beside_a_tcp_listener_on_the_same_port() {
     assert!(chain.tls.as_ref().is_some_and(|t| t.quic));
     assert_eq!(chain.http().unwrap().codec_type, CodecType::Http3);
     assert!(b.listeners[1].quic.is_none());
+    assert!(q.enabled);
+}
+
+#[test]
+fn client_certificates_and_a_disabled_quic_listener_parse() {
+    let yaml = QUIC
+        .replace(
+            "        idle_timeout: 30s\n",
+            "        idle_timeout: 30s\n        enabled: { default_value: false, runtime_key: quic.off }\n",
+        )
+        .replace(
+            "            common_tls_context:\n              tls_certificates:",
+            "            require_client_certificate: true\n            common_tls_context:\n              validation_context: { trusted_ca: { filename: /ca.pem } }\n              tls_certificates:",
+        );
+    let b = parse_str(&yaml).unwrap();
+    assert!(!b.listeners[0].quic.as_ref().expect("QUIC").enabled);
+    let tls = b.listeners[0].filter_chains[0].tls.as_ref().expect("TLS");
+    assert!(tls.quic && tls.require_client_certificate && tls.trusted_ca.is_some());
 }
 
 #[test]
@@ -117,15 +135,6 @@ fn quic_listener_errors_name_the_field() {
     ));
     assert!(
         e.contains("typed_config.enable_early_data") && e.contains("not supported"),
-        "{e}"
-    );
-    // Client certificates on QUIC are not supported yet.
-    let e = err(&QUIC.replace(
-        "            common_tls_context:\n              tls_certificates:",
-        "            common_tls_context:\n              validation_context: { trusted_ca: { filename: /ca.pem } }\n              tls_certificates:",
-    ));
-    assert!(
-        e.contains("downstream_tls_context.common_tls_context.validation_context"),
         "{e}"
     );
     // Two QUIC listeners on one address.

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use quickshake_config::{check_listener_addresses, Bootstrap, Listener};
+use quickshake_config::{check_listener_addresses, Bootstrap, Listener, QuicOptions};
 use quickshake_keyprovider::Providers;
 use quickshake_stats::Store;
 use quickshake_upstream::ClusterManager;
@@ -43,10 +43,12 @@ impl ListenerView {
 
 struct Active {
     address: SocketAddr,
+    /// A QUIC listener's options (a change applies in place, to new connections).
+    quic: Option<QuicOptions>,
     fingerprint: u64,
     routes: u64,
     shared: Arc<ListenerShared>,
-    _stop: ListenerStop,
+    stop: ListenerStop,
 }
 
 /// The running dynamic configuration.
@@ -202,6 +204,7 @@ impl DynamicConfig {
                 }
                 Some(act)
                     if act.address == l.address
+                        && act.quic.is_some() == l.quic.is_some()
                         && act.shared.proxy_protocol == l.proxy_protocol
                         && act.shared.ignore_global_conn_limit == l.ignore_global_conn_limit =>
                 {
@@ -209,7 +212,12 @@ impl DynamicConfig {
                         .shared
                         .build_update(l, &self.store, &self.providers, &self.clusters)
                         .map_err(|e| err(l, &e))?;
-                    in_place.push((l.name.clone(), update, (b.fingerprint, b.routes)));
+                    in_place.push((
+                        l.name.clone(),
+                        update,
+                        (b.fingerprint, b.routes),
+                        l.quic.clone(),
+                    ));
                 }
                 _ => {
                     let shared =
@@ -228,9 +236,13 @@ impl DynamicConfig {
             }
             tracing::info!(listener = %name, "routes updated; open connections use them for new requests");
         }
-        for (name, update, print) in in_place {
+        for (name, update, print, quic) in in_place {
             if let Some(act) = self.listeners.get_mut(&name) {
                 act.shared.update(update);
+                if let Some(q) = quic.filter(|q| act.quic.as_ref() != Some(q)) {
+                    act.stop.set_quic_options(&q);
+                    act.quic = Some(q);
+                }
                 (act.fingerprint, act.routes) = print;
                 tracing::info!(listener = %name, "listener updated in place; open connections keep their filter chains");
             }
@@ -251,17 +263,18 @@ impl DynamicConfig {
             self.listeners.remove(&l.name);
             let stop = self
                 .workers
-                .listen(&l, shared.clone())
+                .listen(&l, shared.clone(), &self.store)
                 .map_err(|e| err(&l, &e))?;
             tracing::info!(listener = %l.name, address = %l.address, "listener added");
             self.listeners.insert(
                 l.name.clone(),
                 Active {
                     address: l.address,
+                    quic: l.quic.clone(),
                     fingerprint: print.0,
                     routes: print.1,
                     shared,
-                    _stop: stop,
+                    stop,
                 },
             );
         }

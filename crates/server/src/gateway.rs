@@ -30,47 +30,71 @@ pub struct Gateway {
 #[derive(Clone)]
 pub struct Workers(Vec<mpsc::UnboundedSender<WorkerCmd>>);
 
-/// Stops a listener added with [`Workers::listen`] when told to, or when dropped.
-pub struct ListenerStop(watch::Sender<bool>);
+/// Stops a listener added with [`Workers::listen`] when told to, or when dropped; for a QUIC
+/// listener, also how its `quic_options` change in place.
+pub struct ListenerStop {
+    stop: watch::Sender<bool>,
+    quic: Option<Arc<crate::quic::QuicShared>>,
+}
+
+impl ListenerStop {
+    /// New `quic_options` for a running QUIC listener: new connections get them.
+    pub fn set_quic_options(&self, opts: &quickshake_config::QuicOptions) {
+        if let Some(q) = &self.quic {
+            q.set_options(opts.clone());
+        }
+    }
+}
 
 impl Drop for ListenerStop {
     fn drop(&mut self) {
-        let _ = self.0.send(true);
+        let _ = self.stop.send(true);
     }
 }
 
 impl Workers {
-    /// Bind `cfg`'s address once per worker and have each worker accept on it.
+    /// Bind `cfg`'s address once per worker and have each worker accept on it (a QUIC
+    /// listener: serve it, with its `http3.*` counters in `store`).
     pub fn listen(
         &self,
         cfg: &Listener,
         shared: Arc<ListenerShared>,
+        store: &Store,
     ) -> Result<ListenerStop, ServerError> {
-        if cfg.quic.is_some() {
-            return Err(ServerError::Invalid {
-                field: format!("{}.udp_listener_config", cfg.path),
-                reason: "QUIC listeners from a control plane (LDS) are not supported yet; \
-                         put them in static_resources"
-                    .into(),
-            });
-        }
-        let sockets = self
-            .0
-            .iter()
-            .map(|_| listener::bind_reuseport(cfg.address, &cfg.path))
-            .collect::<Result<Vec<_>, _>>()?;
         let (tx, rx) = watch::channel(false);
-        for (worker, socket) in self.0.iter().zip(sockets) {
-            let cmd = WorkerCmd::Listen {
-                shared: shared.clone(),
-                socket,
-                stop: rx.clone(),
-            };
+        let mut quic = None;
+        let cmds: Vec<WorkerCmd> = match &cfg.quic {
+            Some(q) => {
+                let sockets =
+                    crate::quic::bind_workers(&shared, q, &cfg.path, self.0.len(), store)?;
+                quic = sockets.first().map(|s| s.shared.clone());
+                sockets
+                    .into_iter()
+                    .map(|socket| WorkerCmd::ListenQuic {
+                        shared: shared.clone(),
+                        socket,
+                        stop: rx.clone(),
+                    })
+                    .collect()
+            }
+            None => self
+                .0
+                .iter()
+                .map(|_| {
+                    Ok(WorkerCmd::Listen {
+                        shared: shared.clone(),
+                        socket: listener::bind_reuseport(cfg.address, &cfg.path)?,
+                        stop: rx.clone(),
+                    })
+                })
+                .collect::<Result<_, ServerError>>()?,
+        };
+        for (worker, cmd) in self.0.iter().zip(cmds) {
             if worker.send(cmd).is_err() {
                 tracing::warn!(listener = %cfg.name, "a worker has stopped; it does not take the new listener");
             }
         }
-        Ok(ListenerStop(tx))
+        Ok(ListenerStop { stop: tx, quic })
     }
 }
 

@@ -47,6 +47,13 @@ pub enum WorkerCmd {
         socket: std::net::TcpListener,
         stop: watch::Receiver<bool>,
     },
+    /// Serve this worker's socket of a new QUIC listener until `stop` turns true or the gateway
+    /// drains; either drains its connections (GOAWAY, then CONNECTION_CLOSE), as SIGTERM does.
+    ListenQuic {
+        shared: Arc<ListenerShared>,
+        socket: crate::quic::QuicSocket,
+        stop: watch::Receiver<bool>,
+    },
 }
 
 /// Run one worker until drained: accept on every listener, then wait for connections to end.
@@ -180,6 +187,15 @@ async fn accept_and_serve(
         tokio::select! {
             cmd = cmds.recv() => match cmd {
                 Some(WorkerCmd::Listen { shared, socket, stop }) => listen(shared, socket, Some(stop)),
+                Some(WorkerCmd::ListenQuic { shared, socket, stop }) => {
+                    let drain = drain_or_stop(drain.clone(), stop);
+                    let endpoint = Box::pin(crate::quic::run_endpoint(socket, shared, server.clone(), drain));
+                    // With `--handshake-priority idle`, QUIC runs on the serving thread (see
+                    // `run_split`); else here.
+                    if let Err(endpoint) = handoff::hand_off(endpoint) {
+                        tokio::spawn(endpoint);
+                    }
+                }
                 None => {
                     let _ = watch_drain.changed().await;
                 }
@@ -205,6 +221,31 @@ async fn accept_and_serve(
     while server.active() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// What a QUIC endpoint of a listener added by a control plane drains on: the gateway's drain
+/// or the listener's own stop (removed or replaced), whichever comes first.
+fn drain_or_stop(
+    mut drain: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
+) -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(*drain.borrow() || *stop.borrow());
+    tokio::spawn(async move {
+        let mut stop = Some(stop);
+        tokio::select! {
+            () = async {
+                while !*drain.borrow() {
+                    if drain.changed().await.is_err() {
+                        break;
+                    }
+                }
+            } => {}
+            () = stopped(&mut stop) => {}
+        }
+        // The endpoint and its connections read a closed channel as a drain too.
+        let _ = tx.send(true);
+    });
+    rx
 }
 
 /// A listener's own stop signal (dynamic listeners only); `None` never fires.

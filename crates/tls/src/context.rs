@@ -28,7 +28,7 @@ use crate::certs::{
 use crate::error::TlsError;
 use crate::ocsp::{unix_now, CertOcsp, OcspDetails, OcspStats, StapleAction};
 use crate::session_id::{pem_certificates, session_context_id, SessionContextId};
-use crate::tickets::{configured_ticket_keys, TicketKeys};
+use crate::tickets::{configured_ticket_keys, QuicTickets, TicketKeys};
 
 /// Envoy's default downstream cipher list for TLS 1.2 (TLS 1.3 suites are not configurable).
 pub const DEFAULT_CIPHERS: &str = "[ECDHE-ECDSA-AES128-GCM-SHA256|ECDHE-ECDSA-CHACHA20-POLY1305]:\
@@ -73,12 +73,20 @@ impl ChainTls {
     /// Serve a QUIC connection's ClientHello with this chain (its filter chain was chosen by
     /// SNI): switch the connection to this chain's contexts, then pick the certificate as
     /// [`ChainTls::new_ssl`]'s connections do.
+    ///
+    /// Switching the context brings its certificates, keys and client-certificate trust store
+    /// (BoringSSL copies the context's `CERT`), not what an `Ssl` copies from its context when
+    /// it is created: the groups, the verify mode (`require_client_certificate`) and the session
+    /// tickets' keys (read from the context the `Ssl` was created from, the dispatcher's) are
+    /// set here from the chain; the tickets' keys are the chain's through its contexts' ticket
+    /// key callbacks (`tickets::QuicTickets`).
     pub(crate) fn select_quic(&self, hello: &mut ClientHello<'_>) -> Result<(), SelectCertError> {
         let ssl = hello.ssl_mut();
         ssl.set_ssl_context(&self.primary)
             .map_err(|_| SelectCertError::ERROR)?;
         ssl.set_curves_list(&self.curves)
             .map_err(|_| SelectCertError::ERROR)?;
+        ssl.set_verify(self.primary.verify_mode());
         self.selector.select(hello)
     }
 }
@@ -403,9 +411,18 @@ fn configure_resumption(
     if let Some(timeout) = tls.session_timeout {
         crate::tickets::set_session_timeout(b, timeout);
     }
+    if tls.quic {
+        // Every QUIC chain context has one (see `QuicTickets`), even without configured keys.
+        let quic = match tickets {
+            _ if tls.disable_stateless_session_resumption => QuicTickets::Off,
+            Some(keys) => QuicTickets::Keys(Arc::clone(keys)),
+            None => QuicTickets::Process,
+        };
+        crate::tickets::install_quic_tickets(b, quic);
+    }
     if tls.disable_stateless_session_resumption {
         b.set_options(SslOptions::NO_TICKET);
-    } else if let Some(keys) = tickets {
+    } else if let Some(keys) = tickets.filter(|_| !tls.quic) {
         crate::tickets::install_ticket_keys(b, keys);
     }
 }

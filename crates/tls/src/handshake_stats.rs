@@ -80,8 +80,15 @@ impl HandshakeStats {
     /// reason when there is one: `ssl.fail_verify_no_cert` when a required client certificate
     /// was not sent, `ssl.fail_verify_error` when the one sent failed verification.
     pub fn record_failure<S>(&self, e: &tokio_boring::HandshakeError<S>) {
+        let no_certificate = e.to_string().contains("PEER_DID_NOT_RETURN_A_CERTIFICATE");
+        self.record_failed(no_certificate, e.ssl());
+    }
+
+    /// A failed handshake, classified from BoringSSL's reason (`no_certificate`: a required
+    /// client certificate was not sent) and the handshake's `SSL` (TCP and QUIC alike).
+    pub(crate) fn record_failed(&self, no_certificate: bool, ssl: Option<&SslRef>) {
         self.connection_error.inc();
-        match failure_reason(e) {
+        match failure_reason(no_certificate, ssl) {
             Some(FailureReason::NoCertificate) => self.fail_verify_no_cert.inc(),
             Some(FailureReason::VerifyFailed) => self.fail_verify_error.inc(),
             None => {}
@@ -124,13 +131,13 @@ enum FailureReason {
 /// `std::error::Error::source`, which it implements only for a `Debug` stream, and the server's
 /// streams are generic without that bound. Its `Display` does carry the reason name (BoringSSL's
 /// `ERR_reason_error_string`, stable across versions), so this is the one place that matches text.
-fn failure_reason<S>(e: &tokio_boring::HandshakeError<S>) -> Option<FailureReason> {
-    if e.to_string().contains("PEER_DID_NOT_RETURN_A_CERTIFICATE") {
+fn failure_reason(no_certificate: bool, ssl: Option<&SslRef>) -> Option<FailureReason> {
+    if no_certificate {
         return Some(FailureReason::NoCertificate);
     }
     // As Envoy: only a verification that ran and refused the chain. `INVALID_CALL` means none
     // ran (garbage, an early close, a handshake the OCSP policy failed): a connection error only.
-    match e.ssl()?.verify_result() {
+    match ssl?.verify_result() {
         Err(err) if err == X509VerifyError::INVALID_CALL => None,
         Err(_) => Some(FailureReason::VerifyFailed),
         Ok(()) => None,

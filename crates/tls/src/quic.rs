@@ -14,6 +14,12 @@
 //! connection (`boring`'s asynchronous callbacks need it) and drive the connection again
 //! (`Connection::send`) when woken: the handshake resumes there with the provider's answer.
 //!
+//! What an `Ssl` copies from its context when it is created (and so, for a QUIC connection,
+//! from the dispatching context) is set from the chain when it is chosen: the verify mode
+//! (`require_client_certificate`, `validation_context`; the trust store comes with the chain's
+//! context) and the session tickets' keys (the chain's `session_ticket_keys`, inline, files or
+//! SDS, so a ticket resumes on every process holding them; without keys, a per-process one).
+//!
 //! Certificate rotation needs nothing here: the callback asks the listener for the chain on
 //! every handshake, so new chains serve new connections at once.
 
@@ -53,6 +59,8 @@ pub fn quic_config(
     };
     let mut b = SslContextBuilder::new(SslMethod::tls()).map_err(ssl)?;
     b.set_curves_list(DEFAULT_CURVES).map_err(ssl)?;
+    // Tickets are made and read with this context's callback, under the chosen chain's keys.
+    crate::tickets::install_quic_ticket_dispatch(&mut b);
     b.set_select_certificate_callback(move |mut hello| {
         let sni = hello
             .servername(NameType::HOST_NAME)
@@ -94,10 +102,19 @@ pub fn set_waker(ssl: &mut SslRef, waker: &Waker) {
     ssl.set_task_waker(Some(waker.clone()));
 }
 
+/// TLS alerts (RFC 8446 section 6): `certificate_required`, sent when a required client
+/// certificate is missing.
+const ALERT_CERTIFICATE_REQUIRED: u64 = 116;
+/// QUIC carries a TLS alert as the transport error `0x100 + alert` (RFC 9001 section 4.8).
+const CRYPTO_ERROR: u64 = 0x100;
+
 /// A QUIC handshake that failed (quiche closed the connection before it was established):
-/// Envoy's `ssl.connection_error`.
-pub fn record_failure(stats: &HandshakeStats) {
-    stats.connection_error.inc();
+/// Envoy's `ssl.connection_error`, and as on TCP `ssl.fail_verify_no_cert` when a required
+/// client certificate was not sent, `ssl.fail_verify_error` when the one sent failed
+/// verification. `local_error` is the transport error the server closed with.
+pub fn record_failure(stats: &HandshakeStats, ssl: &SslRef, local_error: u64) {
+    let no_certificate = local_error == CRYPTO_ERROR + ALERT_CERTIFICATE_REQUIRED;
+    stats.record_failed(no_certificate, Some(ssl));
 }
 
 /// Stateless retry tokens (RFC 9000 section 8.1.2): a Retry packet carries one, the client

@@ -197,24 +197,91 @@ pub(crate) fn configured_ticket_keys(
 
 /// Install `keys` on one certificate's context.
 pub(crate) fn install_ticket_keys(b: &mut SslContextBuilder, keys: &Arc<TicketKeys>) {
-    let keys = Arc::clone(keys);
-    let callback = move |ssl: &SslRef,
-                         name: &mut [u8; 16],
-                         iv: &mut [u8; 16],
-                         cipher: &mut boring::symm::CipherCtxRef,
-                         hmac: &mut boring::hmac::HmacCtxRef,
-                         encrypt: bool| {
+    install(b, QuicTickets::Keys(Arc::clone(keys)));
+}
+
+/// How a QUIC connection's filter chain makes and reads session tickets.
+///
+/// BoringSSL calls the ticket key callback of the `SSL_CTX` an `Ssl` was created from (its
+/// "session context": for a QUIC connection, its listener's dispatching context), and `boring`'s
+/// trampoline then looks its closure up, by the closure's type, on the context the `Ssl` has
+/// now (after the switch, the chain's). So every context involved gets a closure of the one type
+/// [`ticket_callback`] returns: the dispatcher's ([`install_quic_ticket_dispatch`], used until a
+/// chain is chosen) and each QUIC chain's ([`install_quic_tickets`]), which serves the
+/// connection with that chain's keys. (A context without a closure of that type would abort the
+/// process in `boring`'s trampoline.)
+#[derive(Clone)]
+pub(crate) enum QuicTickets {
+    /// The chain's configured `session_ticket_keys` (inline, files or SDS): tickets resume on
+    /// any process holding the same keys, TCP or QUIC.
+    Keys(Arc<TicketKeys>),
+    /// No keys configured: a random key made once per process (shared by its workers and
+    /// QUIC listeners, as BoringSSL's own key is shared by a TCP chain's connections).
+    Process,
+    /// `disable_stateless_session_resumption`: no tickets made, none read.
+    Off,
+}
+
+/// The one ticket key callback type (see [`QuicTickets`]).
+fn ticket_callback(
+    tickets: QuicTickets,
+) -> impl Fn(
+    &SslRef,
+    &mut [u8; 16],
+    &mut [u8; 16],
+    &mut boring::symm::CipherCtxRef,
+    &mut boring::hmac::HmacCtxRef,
+    bool,
+) -> TicketKeyCallbackResult
+       + Send
+       + Sync
+       + 'static {
+    move |ssl, name, iv, cipher, hmac, encrypt| {
+        let (keys, configured) = match &tickets {
+            QuicTickets::Keys(k) => (&**k, true),
+            QuicTickets::Process => match process_keys() {
+                Some(k) => (k, false),
+                None => return TicketKeyCallbackResult::Noop,
+            },
+            QuicTickets::Off => return TicketKeyCallbackResult::Noop,
+        };
         if encrypt {
-            encrypt_ticket(&keys, name, iv, cipher, hmac)
+            encrypt_ticket(keys, name, iv, cipher, hmac)
         } else {
-            decrypt_ticket(ssl, &keys, name, iv, cipher, hmac)
+            decrypt_ticket(ssl, keys, configured, name, iv, cipher, hmac)
         }
-    };
+    }
+}
+
+fn install(b: &mut SslContextBuilder, tickets: QuicTickets) {
     // SAFETY: the callback sets the key name, the IV (16 bytes, AES-CBC's) and initialises both
     // contexts with keys of the sizes the cipher and digest take, as
     // `SSL_CTX_set_tlsext_ticket_key_cb` requires; it returns an error rather than leave one
-    // half-initialised.
-    unsafe { b.set_ticket_key_callback(callback) };
+    // half-initialised, and "no ticket" (`Noop`) where it has no key.
+    unsafe { b.set_ticket_key_callback(ticket_callback(tickets)) };
+}
+
+/// A QUIC chain's context: its tickets as `tickets` says.
+pub(crate) fn install_quic_tickets(b: &mut SslContextBuilder, tickets: QuicTickets) {
+    install(b, tickets);
+}
+
+/// The dispatching context of a QUIC listener (see [`QuicTickets`]).
+pub(crate) fn install_quic_ticket_dispatch(b: &mut SslContextBuilder) {
+    install(b, QuicTickets::Process);
+}
+
+/// The per-process key of [`QuicTickets::Process`]: random, never configured, never shown.
+fn process_keys() -> Option<&'static TicketKeys> {
+    static KEYS: OnceLock<Option<TicketKeys>> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let mut raw = [0u8; SESSION_TICKET_KEY_LEN];
+        boring::rand::rand_bytes(&mut raw).ok()?;
+        let key = TicketKey::from_envoy(&raw);
+        cleanse(&mut raw);
+        Some(TicketKeys { keys: vec![key?] })
+    })
+    .as_ref()
 }
 
 fn encrypt_ticket(
@@ -239,19 +306,26 @@ fn encrypt_ticket(
     TicketKeyCallbackResult::Success
 }
 
+/// Decrypt with `keys`; `configured`: they are the chain's own (the outcome is recorded for
+/// `ssl.session_ticket_decrypt_failed`), not the per-process QUIC key.
 fn decrypt_ticket(
     ssl: &SslRef,
     keys: &TicketKeys,
+    configured: bool,
     name: &[u8; 16],
     iv: &[u8; 16],
     cipher: &mut boring::symm::CipherCtxRef,
     hmac: &mut boring::hmac::HmacCtxRef,
 ) -> TicketKeyCallbackResult {
     let Some((key, encrypting)) = keys.find(name) else {
-        record(ssl, TicketOutcome::UnknownKey);
+        if configured {
+            record(ssl, TicketOutcome::UnknownKey);
+        }
         return TicketKeyCallbackResult::Noop;
     };
-    record(ssl, TicketOutcome::KeyFound);
+    if configured {
+        record(ssl, TicketOutcome::KeyFound);
+    }
     if hmac.init(&key.hmac, &MessageDigest::sha256()).is_err()
         || cipher
             .init_decrypt(&Cipher::aes_256_cbc(), &key.aes, iv)

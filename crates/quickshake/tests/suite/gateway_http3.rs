@@ -167,7 +167,7 @@ pub(crate) fn requests(port: u16, reqs: &serde_json::Value, extra: &[&str]) -> s
     requests_sni(port, "localhost", reqs, extra)
 }
 
-fn requests_sni(
+pub(crate) fn requests_sni(
     port: u16,
     sni: &str,
     reqs: &serde_json::Value,

@@ -13,7 +13,11 @@ tests; run with the project's .venv python (scripts/setup-envoy installs aioquic
       --connections N repeats that on N new connections one after another (the JSON line
       reports the last); --idle leaves without closing (no CONNECTION_CLOSE: the server's idle
       timeout must end it); --wait-close waits for the server to close the connection and
-      reports its error code ("close_error_code").
+      reports its error code ("close_error_code"); --cert FILE --key FILE present a client
+      certificate; --ticket FILE offers the session ticket saved there (the JSON line says
+      whether the session was "resumed") and saves the newest ticket the server sends there;
+      --may-fail reports a failed handshake as {"failed": reason, "close_error_code"}
+      instead of exiting non-zero.
   h3client.py junk HOST PORT N              N hostile datagrams from one socket: well-formed
       Initial headers with undecryptable payloads, Initials in datagrams under 1200 bytes, and
       truncated long headers, in turn.
@@ -30,6 +34,7 @@ import asyncio
 import hashlib
 import json
 import os
+import pickle
 import socket
 import ssl
 import sys
@@ -56,6 +61,11 @@ class Client(QuicConnectionProtocol):
     def quic_event_received(self, event):
         if isinstance(event, ConnectionTerminated):
             self.terminated = event.error_code
+            # Requests waiting on a connection the server closed fail now, with its code.
+            for fut in self.waiters.values():
+                if not fut.done():
+                    fut.set_exception(ConnectionError(f"closed with error code {event.error_code:#x}"))
+            self.waiters.clear()
         for e in self.h3.handle_event(event):
             if not isinstance(e, (HeadersReceived, DataReceived)):
                 continue
@@ -115,15 +125,36 @@ class Client(QuicConnectionProtocol):
         }
 
 
-async def requests(host, port, sni, reqs, connections, idle, wait_close, progress, stall):
+async def requests(host, port, sni, reqs, connections, idle, wait_close, opts):
     out = None
     for _ in range(connections):
         cfg = QuicConfiguration(
             is_client=True, alpn_protocols=H3_ALPN, verify_mode=ssl.CERT_NONE, server_name=sni
         )
         cfg.idle_timeout = 30.0
-        async with connect(host, port, configuration=cfg, create_protocol=Client) as c:
-            c.progress_at, c.stall = progress, stall
+        if opts.get("cert"):
+            cfg.load_cert_chain(opts["cert"], opts["key"])
+        ticket_file = opts.get("ticket")
+        if ticket_file and os.path.exists(ticket_file):
+            with open(ticket_file, "rb") as f:
+                cfg.session_ticket = pickle.load(f)
+
+        def save_ticket(ticket):
+            if ticket_file:
+                with open(ticket_file, "wb") as f:
+                    pickle.dump(ticket, f)
+
+        if opts.get("may_fail"):
+            try:
+                out = await asyncio.wait_for(attempt(host, port, sni, reqs, cfg, save_ticket), 4)
+            except Exception as e:  # noqa: BLE001: any failure is the answer here
+                out = {"failed": repr(e)}
+            print(json.dumps(out), flush=True)
+            return
+        async with connect(
+            host, port, configuration=cfg, create_protocol=Client, session_ticket_handler=save_ticket
+        ) as c:
+            c.progress_at, c.stall = opts.get("progress"), opts.get("stall")
             authority = f"{sni}:{port}"
             results = await asyncio.gather(*(c.request(authority, r) for r in reqs))
             cert = getattr(c._quic.tls, "_peer_certificate", None)
@@ -131,6 +162,7 @@ async def requests(host, port, sni, reqs, connections, idle, wait_close, progres
                 "results": results,
                 "alpn": c._quic.tls.alpn_negotiated,
                 "peer_serial": format(cert.serial_number, "x") if cert is not None else None,
+                "resumed": bool(c._quic.tls.session_resumed),
             }
             if idle:
                 print(json.dumps(out), flush=True)
@@ -139,6 +171,18 @@ async def requests(host, port, sni, reqs, connections, idle, wait_close, progres
                 await asyncio.wait_for(c.wait_closed(), 10)
                 out["close_error_code"] = c.terminated
     print(json.dumps(out), flush=True)
+
+
+async def attempt(host, port, sni, reqs, cfg, save_ticket):
+    """One connection and its requests; raises when the handshake or a request fails."""
+    async with connect(
+        host, port, configuration=cfg, create_protocol=Client, session_ticket_handler=save_ticket,
+        wait_connected=True,
+    ) as c:
+        results = await asyncio.wait_for(
+            asyncio.gather(*(c.request(f"{sni}:{port}", r) for r in reqs)), 5
+        )
+        return {"results": results, "resumed": bool(c._quic.tls.session_resumed)}
 
 
 def junk(host, port, n):
@@ -212,20 +256,22 @@ def main():
         i = args.index("--connections")
         connections = int(args[i + 1])
         del args[i : i + 2]
-    progress = None
-    if "--progress" in args:
-        i = args.index("--progress")
-        progress = int(args[i + 1])
-        del args[i : i + 2]
-    stall = None
-    if "--stall" in args:
-        i = args.index("--stall")
-        stall = float(args[i + 1])
-        del args[i : i + 2]
+    opts = {}
+    for flag in ("--cert", "--key", "--ticket"):
+        if flag in args:
+            i = args.index(flag)
+            opts[flag[2:]] = args[i + 1]
+            del args[i : i + 2]
+    for flag, kind in (("--progress", int), ("--stall", float)):
+        if flag in args:
+            i = args.index(flag)
+            opts[flag[2:]] = kind(args[i + 1])
+            del args[i : i + 2]
     idle, wait_close = "--idle" in args, "--wait-close" in args
-    args = [a for a in args if a not in ("--idle", "--wait-close")]
+    opts["may_fail"] = "--may-fail" in args
+    args = [a for a in args if a not in ("--idle", "--wait-close", "--may-fail")]
     host, port, sni, reqs = args[0], int(args[1]), args[2], json.loads(args[3])
-    asyncio.run(requests(host, port, sni, reqs, connections, idle, wait_close, progress, stall))
+    asyncio.run(requests(host, port, sni, reqs, connections, idle, wait_close, opts))
 
 
 if __name__ == "__main__":

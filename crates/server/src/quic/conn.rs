@@ -94,7 +94,7 @@ impl ConnTask {
         let started = Instant::now();
         let notify = Arc::new(Notify::new());
         let waker = Waker::from(Arc::new(NotifyWaker(notify.clone())));
-        let deadline = started + self.quic.opts.crypto_handshake_timeout;
+        let deadline = started + self.quic.options().crypto_handshake_timeout;
         let (heads_tx, mut heads_rx) = mpsc::unbounded_channel::<Head>();
         let mut drain = self.drain.clone();
         let mut draining = *drain.borrow();
@@ -164,7 +164,7 @@ impl ConnTask {
         }
         // Flush a CONNECTION_CLOSE quiche may still hold.
         self.flush(&mut conn, &mut out).await;
-        self.finish(&conn, handshake_open, serving.as_ref(), started, !first);
+        self.finish(&mut conn, handshake_open, serving.as_ref(), started, !first);
     }
 
     /// Feed one datagram; `false` when quiche refused it.
@@ -261,7 +261,7 @@ impl ConnTask {
 
     fn finish(
         &self,
-        conn: &quiche::Connection,
+        conn: &mut quiche::Connection,
         handshake_open: bool,
         serving: Option<&Serving>,
         started: Instant,
@@ -270,8 +270,9 @@ impl ConnTask {
         if handshake_open {
             self.handshaking.fetch_sub(1, Ordering::Relaxed);
             // A handshake that got far enough to fail (not a dropped first packet).
-            if counted && conn.local_error().is_some_and(|e| !e.is_app) {
-                record_failure(&self.listener.stats.ssl);
+            if let Some(code) = conn.local_error().filter(|e| counted && !e.is_app) {
+                let code = code.error_code;
+                record_failure(&self.listener.stats.ssl, conn.as_mut(), code);
             }
         }
         if conn.is_timed_out() {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use quickshake_config::QuicOptions;
 use quickshake_stats::Store;
-use quickshake_tls::quic::{prepare_ssl, quic_config, RetryTokens, MAX_UDP_PAYLOAD};
+use quickshake_tls::quic::{prepare_ssl, quic_config, ChainForSni, RetryTokens, MAX_UDP_PAYLOAD};
 use quinn_udp::RecvMeta;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::{mpsc, watch};
@@ -49,12 +49,12 @@ pub fn bind_workers(
         senders.push(tx);
         inboxes.push(rx);
     }
-    let shared = Arc::new(QuicShared {
-        opts: opts.clone(),
+    let shared = Arc::new(QuicShared::new(
+        opts.clone(),
         tokens,
-        inboxes: senders,
-        stats: QuicStats::new(store, &listener.scope),
-    });
+        senders,
+        QuicStats::new(store, &listener.scope),
+    ));
     inboxes
         .into_iter()
         .enumerate()
@@ -120,6 +120,10 @@ struct Endpoint {
     quic: Arc<QuicShared>,
     server: Arc<ServerShared>,
     config: quiche::Config,
+    /// The options `config` was made with, and how it chooses filter chains (to rebuild it
+    /// when a control plane changes the options).
+    config_opts: Arc<QuicOptions>,
+    chains: Arc<ChainForSni>,
     /// Connection IDs → the connection's task.
     conns: HashMap<Vec<u8>, mpsc::UnboundedSender<Datagram>>,
     /// Handshakes in progress on this worker (decremented by the connection tasks).
@@ -160,12 +164,11 @@ pub async fn run_endpoint(
         "QUIC socket offloads"
     );
     let chooser = listener.clone();
-    let config = match quic_config(
-        &quic.opts,
-        Arc::new(move |sni: Option<&str>| {
-            select_chain(&chooser.chains.load(), sni).and_then(|c| c.tls.clone())
-        }),
-    ) {
+    let chains: Arc<ChainForSni> = Arc::new(move |sni: Option<&str>| {
+        select_chain(&chooser.chains.load(), sni).and_then(|c| c.tls.clone())
+    });
+    let config_opts = quic.options();
+    let config = match quic_config(&config_opts, chains.clone()) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(listener = %listener.name, error = %e, "cannot configure QUIC");
@@ -182,6 +185,8 @@ pub async fn run_endpoint(
         quic,
         server,
         config,
+        config_opts,
+        chains,
         conns: HashMap::new(),
         handshaking: Arc::new(AtomicUsize::new(0)),
         closed: closed_tx,
@@ -252,7 +257,8 @@ impl Endpoint {
             }
             return;
         }
-        if self.draining {
+        // Draining, or `enabled: false` (Envoy's disabled QUIC listener): no new connections.
+        if self.draining || !self.quic.options().enabled {
             return;
         }
         let (scid, version) = (hdr.scid.as_ref().to_vec(), hdr.version);
@@ -299,6 +305,7 @@ impl Endpoint {
             Some(_) => dcid.clone(),
             None => new_cid(self.worker),
         };
+        self.refresh_config();
         let own_id = quiche::ConnectionId::from_ref(&own);
         let odcid_id = odcid.as_deref().map(quiche::ConnectionId::from_ref);
         let mut conn = match quiche::accept(
@@ -340,6 +347,22 @@ impl Endpoint {
             drain: self.drain.clone(),
         };
         tokio::spawn(task.run(conn, rx));
+    }
+
+    /// Rebuild the quiche configuration when a control plane changed the listener's
+    /// `quic_options` (a configuration quiche refuses keeps the previous one, logged).
+    fn refresh_config(&mut self) {
+        let now = self.quic.options();
+        if Arc::ptr_eq(&now, &self.config_opts) {
+            return;
+        }
+        match quic_config(&now, self.chains.clone()) {
+            Ok(c) => self.config = c,
+            Err(e) => {
+                tracing::error!(listener = %self.listener.name, error = %e, "cannot apply new QUIC options")
+            }
+        }
+        self.config_opts = now;
     }
 
     async fn retry(&mut self, scid: &[u8], dcid: &[u8], version: u32, peer: SocketAddr) {

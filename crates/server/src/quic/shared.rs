@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
+
 use quickshake_config::QuicOptions;
 use quickshake_stats::{Counter, Store};
 use quickshake_tls::quic::RetryTokens;
@@ -60,11 +62,40 @@ impl QuicStats {
 
 /// What every worker shares about one QUIC listener.
 pub struct QuicShared {
-    pub opts: QuicOptions,
+    /// `quic_options`: a control plane may change them while the listener runs (new
+    /// connections get the new ones, see [`QuicShared::set_options`]).
+    opts: ArcSwap<QuicOptions>,
     pub(super) tokens: RetryTokens,
     /// Each worker's inbox, for datagrams another worker received for its connections.
     pub(super) inboxes: Vec<mpsc::UnboundedSender<Datagram>>,
     pub stats: QuicStats,
+}
+
+impl QuicShared {
+    pub(super) fn new(
+        opts: QuicOptions,
+        tokens: RetryTokens,
+        inboxes: Vec<mpsc::UnboundedSender<Datagram>>,
+        stats: QuicStats,
+    ) -> Self {
+        QuicShared {
+            opts: ArcSwap::from_pointee(opts),
+            tokens,
+            inboxes,
+            stats,
+        }
+    }
+
+    /// The options new connections are made with.
+    pub fn options(&self) -> Arc<QuicOptions> {
+        self.opts.load_full()
+    }
+
+    /// New `quic_options` from a control plane: each worker's endpoint rebuilds its quiche
+    /// configuration before its next new connection; open connections keep theirs.
+    pub fn set_options(&self, opts: QuicOptions) {
+        self.opts.store(Arc::new(opts));
+    }
 }
 
 /// One worker's socket of a QUIC listener.
