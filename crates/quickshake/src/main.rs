@@ -3,6 +3,12 @@
 //! message that names the field or file at fault.
 #![forbid(unsafe_code)]
 
+/// mimalloc instead of glibc's malloc: a QUIC handshake makes a few hundred small allocations
+/// inside quiche, and glibc's spent ~10% of a QUIC handshake's CPU on them (perf, RSA-2048,
+/// adaptive batching). Measured in `docs/benchmarks.md` (HTTP/3 section).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod cli;
 mod convert;
 mod doctor;
