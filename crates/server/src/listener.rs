@@ -240,22 +240,42 @@ pub fn bind_reuseport(
     addr: SocketAddr,
     listener_path: &str,
 ) -> Result<std::net::TcpListener, ServerError> {
-    let err = |e: std::io::Error| ServerError::Bind {
-        field: format!("{listener_path}.address"),
+    let socket = bind_reuseport_socket(addr, listener_path, Type::STREAM, Protocol::TCP, |_| {})?;
+    socket
+        .listen(4096)
+        .map_err(bind_error(addr, listener_path))?;
+    Ok(socket.into())
+}
+
+/// A non-blocking socket of `ty` bound to `addr` with SO_REUSEPORT (IPv6 only for an IPv6
+/// address), `tune`d before the bind: what TCP and QUIC listeners' per-worker sockets share.
+pub(crate) fn bind_reuseport_socket(
+    addr: SocketAddr,
+    listener_path: &str,
+    ty: Type,
+    protocol: Protocol,
+    tune: impl FnOnce(&Socket),
+) -> Result<Socket, ServerError> {
+    let err = bind_error(addr, listener_path);
+    let socket = Socket::new(Domain::for_address(addr), ty, Some(protocol)).map_err(&err)?;
+    socket.set_reuse_address(true).map_err(&err)?;
+    socket.set_reuse_port(true).map_err(&err)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true).map_err(&err)?;
+    }
+    tune(&socket);
+    socket.set_nonblocking(true).map_err(&err)?;
+    socket.bind(&addr.into()).map_err(&err)?;
+    Ok(socket)
+}
+
+fn bind_error(addr: SocketAddr, listener_path: &str) -> impl Fn(std::io::Error) -> ServerError {
+    let field = format!("{listener_path}.address");
+    move |e| ServerError::Bind {
+        field: field.clone(),
         address: addr,
         source: e,
-    };
-    let socket =
-        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
-    socket.set_reuse_address(true).map_err(err)?;
-    socket.set_reuse_port(true).map_err(err)?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(true).map_err(err)?;
     }
-    socket.set_nonblocking(true).map_err(err)?;
-    socket.bind(&addr.into()).map_err(err)?;
-    socket.listen(4096).map_err(err)?;
-    Ok(socket.into())
 }
 
 /// Fail fast with a clear message when the port is already taken by another process: a plain

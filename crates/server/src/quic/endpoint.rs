@@ -22,7 +22,7 @@ use super::shared::{Datagram, QuicShared, QuicSocket, QuicStats};
 use super::udp::{QuicIo, RECV_BATCH};
 use crate::connection::select_chain;
 use crate::error::ServerError;
-use crate::listener::ListenerShared;
+use crate::listener::{bind_reuseport_socket, ListenerShared};
 use crate::shared::ServerShared;
 
 /// Handshakes in progress on one worker's endpoint above which a new client must prove its
@@ -71,23 +71,11 @@ pub fn bind_workers(
 
 /// One UDP socket with SO_REUSEPORT (each worker binds its own).
 fn bind_udp(addr: SocketAddr, path: &str) -> Result<std::net::UdpSocket, ServerError> {
-    let err = |e: std::io::Error| ServerError::Bind {
-        field: format!("{path}.address"),
-        address: addr,
-        source: e,
-    };
-    let socket =
-        Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP)).map_err(err)?;
-    socket.set_reuse_address(true).map_err(err)?;
-    socket.set_reuse_port(true).map_err(err)?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(true).map_err(err)?;
-    }
-    // Room for bursts of Initials while a worker is busy signing.
-    let _ = socket.set_recv_buffer_size(4 << 20);
-    let _ = socket.set_send_buffer_size(4 << 20);
-    socket.set_nonblocking(true).map_err(err)?;
-    socket.bind(&addr.into()).map_err(err)?;
+    let socket = bind_reuseport_socket(addr, path, Type::DGRAM, Protocol::UDP, |socket| {
+        // Room for bursts of Initials while a worker is busy signing.
+        let _ = socket.set_recv_buffer_size(4 << 20);
+        let _ = socket.set_send_buffer_size(4 << 20);
+    })?;
     Ok(socket.into())
 }
 
