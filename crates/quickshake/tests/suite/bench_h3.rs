@@ -93,7 +93,13 @@ fn h3_full_handshakes_against_envoy() {
     assert_eq!(v["negotiated"]["alpn"], "h3", "{v}");
     let handshakes = v["handshakes"].as_u64().unwrap_or(0);
     assert!(handshakes > 20, "too few handshakes: {v}");
-    assert_eq!(v["requests"].as_u64(), Some(handshakes), "{v}");
+    // A connection whose handshake ended just before the run's end may not have its request
+    // answered: at most one per client connection (-c 4).
+    let requests = v["requests"].as_u64().unwrap_or(0);
+    assert!(
+        requests <= handshakes && requests + 4 >= handshakes,
+        "requests {requests} vs handshakes {handshakes}: {v}"
+    );
     // Envoy does not count QUIC handshakes in ssl.handshake (nor resumptions).
     assert_eq!(v["server"]["handshakes"], 0, "{v}");
     assert_eq!(v["server"]["session_reused"], 0, "{v}");
