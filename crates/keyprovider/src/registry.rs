@@ -238,18 +238,7 @@ impl Providers {
             "{} (engine {name}, batching {mode}, fallback {})",
             decoded.provider_name, cfg.fallback
         );
-        self.remember(
-            id,
-            Previous::Provider {
-                settings,
-                queues: Arc::downgrade(&queues),
-                description: description.clone(),
-            },
-        );
-        Ok(KeySetup::Provider {
-            method: ProviderMethod::new(queues, key),
-            description,
-        })
+        Ok(self.provide(id, settings, queues, key, description))
     }
 
     /// [`Providers::setup`] for a QUIC listener's certificate: it joins a live provider of the
@@ -273,18 +262,32 @@ impl Providers {
             return self.setup(cfg, outer, public, scope);
         };
         let key = load_provider_key(cfg, &decoded.private_key, public)?;
+        let id = (scope.to_string(), cfg.path.clone());
+        Ok(self.provide(id, settings, queues, key, description))
+    }
+
+    /// Remember `queues` as field `id`'s live provider (a rotation or a QUIC listener of the
+    /// same scope can find it again) and hand out a method signing with `key` through it.
+    fn provide(
+        &self,
+        id: (String, String),
+        settings: Settings,
+        queues: Arc<Queues>,
+        key: Arc<ProviderKey>,
+        description: String,
+    ) -> KeySetup {
         self.remember(
-            (scope.to_string(), cfg.path.clone()),
+            id,
             Previous::Provider {
                 settings,
                 queues: Arc::downgrade(&queues),
                 description: description.clone(),
             },
         );
-        Ok(KeySetup::Provider {
+        KeySetup::Provider {
             method: ProviderMethod::new(queues, key),
             description,
-        })
+        }
     }
 
     /// A live provider of `scope` with `settings`.
@@ -339,24 +342,21 @@ impl Providers {
             Duration::from_millis(1),
             core,
         ));
-        if let Ok(mut r) = self.reports.lock() {
-            r.retain(|old| old.field != cfg.path);
-            r.push(ProviderReport {
-                field: cfg.path.clone(),
-                provider_name: cfg.provider_name.clone(),
-                engine: Some("pkcs11".into()),
-                batching: None,
-                poll_delay_ms: 0.0,
-                fallback: cfg.fallback,
-                fallback_active: false,
-                reason: built.description.clone(),
-                token: Some(json!({
-                    "description": built.description,
-                    "key_type": built.key_type,
-                    "signatures_per_s": built.measured_per_s,
-                })),
-            });
-        }
+        self.keep_report(ProviderReport {
+            field: cfg.path.clone(),
+            provider_name: cfg.provider_name.clone(),
+            engine: Some("pkcs11".into()),
+            batching: None,
+            poll_delay_ms: 0.0,
+            fallback: cfg.fallback,
+            fallback_active: false,
+            reason: built.description.clone(),
+            token: Some(json!({
+                "description": built.description,
+                "key_type": built.key_type,
+                "signatures_per_s": built.measured_per_s,
+            })),
+        });
         let description = format!(
             "{} ({}, fallback {})",
             cfg.provider_name, built.description, cfg.fallback
@@ -482,20 +482,25 @@ impl Providers {
             BatchingMode::Timer => "timer".to_string(),
             BatchingMode::Adaptive => "adaptive".to_string(),
         });
+        self.keep_report(ProviderReport {
+            field: cfg.path.clone(),
+            provider_name: d.provider_name.clone(),
+            engine,
+            batching,
+            poll_delay_ms: d.poll_delay.as_secs_f64() * 1000.0,
+            fallback: cfg.fallback,
+            fallback_active,
+            reason,
+            token: None,
+        });
+    }
+
+    /// Record `report` as its field's report. A reload rebuilds the same certificate: keep one
+    /// report per config field.
+    fn keep_report(&self, report: ProviderReport) {
         if let Ok(mut r) = self.reports.lock() {
-            // A reload rebuilds the same certificate: keep one report per config field.
-            r.retain(|old| old.field != cfg.path);
-            r.push(ProviderReport {
-                field: cfg.path.clone(),
-                provider_name: d.provider_name.clone(),
-                engine,
-                batching,
-                poll_delay_ms: d.poll_delay.as_secs_f64() * 1000.0,
-                fallback: cfg.fallback,
-                fallback_active,
-                reason,
-                token: None,
-            });
+            r.retain(|old| old.field != report.field);
+            r.push(report);
         }
     }
 }
