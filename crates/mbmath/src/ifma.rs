@@ -27,7 +27,7 @@ use crate::token::IfmaToken;
 mod kernel20;
 mod ops;
 
-use ops::{add, hi, lo, shr52, BITS, MASK};
+use ops::{add, eq_vec, hi, lo, or_and, shr52, BITS, MASK};
 
 const LANES: usize = 8;
 
@@ -249,15 +249,17 @@ fn mont_assign<const N: usize, const N2: usize>(
 }
 
 /// Lane `l` of `r` = lane `l` of `table[idx_l]`, scanning the whole table:
-/// `r` starts as entry 0 and every later entry is moved in under its lane mask
-/// (each `idx_l < table.len()`, so exactly one entry matches per lane).
+/// `r` starts at zero and every entry is or-ed in under its all-ones/all-zeros
+/// lane mask (each `idx_l < table.len()`, so exactly one entry matches per
+/// lane). Logic ops, not merge-masked moves: those cost IFMA issue slots on
+/// Zen 4.
 #[target_feature(enable = "avx512f,avx512ifma")]
 fn select<const N: usize>(table: &[[__m512i; N]], idx: __m512i, r: &mut [__m512i; N]) {
-    *r = table[0];
-    for (k, e) in table.iter().enumerate().skip(1) {
-        let mask = _mm512_cmpeq_epi64_mask(idx, _mm512_set1_epi64(k as i64));
+    *r = [_mm512_setzero_si512(); N];
+    for (k, e) in table.iter().enumerate() {
+        let mask = eq_vec(idx, k as u64);
         for l in 0..N {
-            r[l] = _mm512_mask_mov_epi64(r[l], mask, e[l]);
+            r[l] = or_and(r[l], e[l], mask);
         }
     }
 }

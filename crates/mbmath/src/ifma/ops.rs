@@ -48,16 +48,9 @@ pub(super) fn shr52(a: __m512i) -> __m512i {
     unsafe { _mm512_srli_epi64::<52>(a) }
 }
 
-/// Lanes of `a` where `k` is set, of `src` elsewhere.
-#[inline(always)]
-pub(super) fn mov_masked(src: __m512i, k: __mmask8, a: __m512i) -> __m512i {
-    // SAFETY: as in `lo`.
-    unsafe { _mm512_mask_mov_epi64(src, k, a) }
-}
-
 /// The lanes of `v` equal to `c`.
 #[inline(always)]
-pub(super) fn eq_mask(v: __m512i, c: u64) -> __mmask8 {
+fn eq_mask(v: __m512i, c: u64) -> __mmask8 {
     // SAFETY: as in `lo`.
     unsafe { _mm512_cmpeq_epi64_mask(v, _mm512_set1_epi64(c as i64)) }
 }
@@ -81,4 +74,26 @@ pub(super) fn xor(a: __m512i, b: __m512i) -> __m512i {
 pub(super) fn sra52(a: __m512i) -> __m512i {
     // SAFETY: as in `lo`.
     unsafe { _mm512_srai_epi64::<52>(a) }
+}
+
+/// `s | (a & m)` per lane (one `vpternlogq`): with `m` all ones or all zeros
+/// per lane, `a` or-ed into the lanes where `m` is set.
+#[inline(always)]
+pub(super) fn or_and(s: __m512i, a: __m512i, m: __m512i) -> __m512i {
+    // SAFETY: as in `lo`.
+    unsafe { _mm512_ternarylogic_epi64::<0xF8>(s, a, m) }
+}
+
+/// All ones in the lanes of `v` equal to `c`, zero elsewhere.
+#[inline(always)]
+pub(super) fn eq_vec(v: __m512i, c: u64) -> __m512i {
+    // SAFETY: as in `lo`.
+    unsafe { _mm512_maskz_set1_epi64(eq_mask(v, c), -1) }
+}
+
+/// All ones in every lane if `keep`, else zero (`keep` is public).
+#[inline(always)]
+pub(super) fn lane_mask(keep: bool) -> __m512i {
+    // SAFETY: as in `lo`.
+    unsafe { _mm512_set1_epi64(-i64::from(keep)) }
 }
