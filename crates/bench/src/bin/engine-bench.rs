@@ -8,7 +8,9 @@
 //! the median over the rounds of the per-round ratio of its signatures/s to BoringSSL's in the
 //! same round; `best`: its best round over BoringSSL's best round), and where crypto_mb runs,
 //! one `rsa2048 backend=<name> vs=crypto_mb ratio=<x> range=<lo>-<hi> rounds=<r>` per other
-//! backend (median and range of the per-round ratios of its signatures/s to crypto_mb's). Every
+//! backend (median and range of the per-round ratios of its signatures/s to crypto_mb's); then
+//! the same for RSA-3072 and RSA-4096 (`rsa3072 ...`, `rsa4096 ...` lines; ifma, avx2 and
+//! crypto_mb only; `ENGINE_BENCH_NO_LARGE=1` skips them). Every
 //! rate inside a round is the median of single-call times, so a neighbour's burst on a shared
 //! machine moves neither.
 //!
@@ -127,6 +129,77 @@ fn main() {
                 min(&r),
                 max(&r)
             );
+        }
+    }
+    // The larger keys: only the engines that are fast at RSA-2048 (ifma, avx2, crypto_mb).
+    let fast: Vec<(String, Box<dyn Engine>)> = engines
+        .into_iter()
+        .filter(|(name, _)| ["ifma", "avx2", "crypto_mb"].contains(&name.as_str()))
+        .collect();
+    if std::env::var_os("ENGINE_BENCH_NO_LARGE").is_none() {
+        larger_keys(&fast, window);
+    }
+}
+
+/// RSA-3072 and RSA-4096 (1536- and 2048-bit primes: 30 and 40 radix-2^52 limbs), batches of 8
+/// through every engine that takes them, in rounds with BoringSSL as for RSA-2048, shorter
+/// windows. Prints `rsa<bits> backend=<name> ratio=..` per engine and, where crypto_mb runs,
+/// `rsa<bits> backend=<name> vs=crypto_mb ratio=<median> range=<lo>-<hi> rounds=<r>`.
+fn larger_keys(engines: &[(String, Box<dyn Engine>)], window: Duration) {
+    for bits in [3072, 4096] {
+        let path = certs().join(format!("rsa{bits}.key.pem"));
+        let pem = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let key = ProviderKey::from_pem(&pem, "bench", &path.display().to_string()).expect("key");
+        let keys = vec![key];
+        let input = inputs(&keys);
+        let mut boring_rates = Vec::new();
+        let mut rates: Vec<Vec<f64>> = vec![Vec::new(); engines.len()];
+        for _ in 0..ROUNDS {
+            boring_rates.push(boring_signs_per_sec(&keys, &input, window / 4));
+            for (i, (_, engine)) in engines.iter().enumerate() {
+                rates[i]
+                    .push(8.0 / engine_batch_secs(engine.as_ref(), &keys, &input, 8, window / 4));
+            }
+        }
+        println!(
+            "\nRSA-{bits} private operations per second on one core (batches of 8):\n  boringssl one at a time          {:8.0}  (median of {ROUNDS} rounds)",
+            median(&boring_rates)
+        );
+        for (i, (name, _)) in engines.iter().enumerate() {
+            let r: Vec<f64> = rates[i]
+                .iter()
+                .zip(&boring_rates)
+                .map(|(a, b)| a / b)
+                .collect();
+            println!(
+                "  {name:<32} {:8.0}  (median; batch of 8: {:.2} ms; ratio per round {:.2}-{:.2})",
+                median(&rates[i]),
+                8.0 / median(&rates[i]) * 1000.0,
+                min(&r),
+                max(&r)
+            );
+        }
+        for (i, (name, _)) in engines.iter().enumerate() {
+            let r: Vec<f64> = rates[i]
+                .iter()
+                .zip(&boring_rates)
+                .map(|(a, b)| a / b)
+                .collect();
+            println!(
+                "rsa{bits} backend={name} ratio={:.2} rounds={ROUNDS}",
+                median(&r)
+            );
+        }
+        if let Some(c) = engines.iter().position(|(name, _)| name == "crypto_mb") {
+            for (i, (name, _)) in engines.iter().enumerate().filter(|&(i, _)| i != c) {
+                let r: Vec<f64> = rates[i].iter().zip(&rates[c]).map(|(a, b)| a / b).collect();
+                println!(
+                    "rsa{bits} backend={name} vs=crypto_mb ratio={:.2} range={:.2}-{:.2} rounds={ROUNDS}",
+                    median(&r),
+                    min(&r),
+                    max(&r)
+                );
+            }
         }
     }
 }
