@@ -11,6 +11,7 @@ use crate::engine::crypto_mb::CryptoMbEngine;
 use crate::engine::mbmath::MbMathEngine;
 use crate::engine::software::SoftwareEngine;
 use crate::engine::Engine;
+use crate::key::KeyType;
 use crate::options::EngineOptions;
 
 /// One engine this build knows, and whether it is usable here.
@@ -74,9 +75,15 @@ impl Engines {
     }
 
     /// The best usable accelerated engine, or why there is none.
-    pub fn best_accelerated(&self) -> Result<Arc<dyn Engine>, String> {
+    ///
+    /// Among the usable ranked engines, the first that computes `key`'s operations (its RSA
+    /// size, or ECDSA P-256) wins; when none does, the first usable one (its provider runs that
+    /// key's operations on the scalar path). So an ECDSA key goes to crypto_mb where our RSA-only
+    /// engines rank first and crypto_mb is installed.
+    pub fn best_accelerated(&self, key: &KeyType) -> Result<Arc<dyn Engine>, String> {
         let mut reasons = Vec::new();
         let order = ranking();
+        let mut usable = Vec::new();
         for s in &self.accelerated {
             if !order.contains(&s.name) {
                 reasons.push(format!(
@@ -86,11 +93,21 @@ impl Engines {
                 continue;
             }
             match &s.engine {
-                Ok(e) => return Ok(e.clone()),
+                Ok(e) => usable.push(e.clone()),
                 Err(r) => reasons.push(format!("{}: {r}", s.name)),
             }
         }
-        Err(reasons.join("; "))
+        let computes = |e: &Arc<dyn Engine>| {
+            let c = e.capabilities();
+            match key {
+                KeyType::Rsa { bits } => c.rsa_bits.contains(bits),
+                KeyType::EcdsaP256 => c.ecdsa_p256,
+            }
+        };
+        match usable.iter().find(|e| computes(e)).or(usable.first()) {
+            Some(e) => Ok(e.clone()),
+            None => Err(reasons.join("; ")),
+        }
     }
 
     /// A named engine, or why it is unusable.
@@ -135,24 +152,50 @@ pub const AVX2_MIN_BATCH: usize = 3;
 /// An engine missing from a CPU's list is never picked by `auto` there (it stays selectable by
 /// name); every table lists only engines measured faster than BoringSSL.
 pub fn ranking() -> &'static [&'static str] {
-    ranking_for(cpu_has("avx512ifma"))
+    ranking_for(cpu_kind())
 }
 
-/// [`ranking`] for a CPU with or without AVX-512 IFMA.
-pub fn ranking_for(ifma: bool) -> &'static [&'static str] {
-    if ifma {
-        RANKING_IFMA
+/// The CPU kinds the ranking tells apart, found at run time (CPUID feature flags and vendor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuKind {
+    /// AVX-512 IFMA on an AMD CPU (Zen 4, measured; Zen 5 assumed alike, not measured).
+    IfmaAmd,
+    /// AVX-512 IFMA on any other vendor (Intel Ice Lake and later server and client parts).
+    IfmaOther,
+    /// No AVX-512 IFMA (AMD Zen 2/3, Intel Skylake/Cascade Lake, other architectures).
+    NoIfma,
+}
+
+/// This machine's [`CpuKind`].
+pub fn cpu_kind() -> CpuKind {
+    if !cpu_has("avx512ifma") {
+        CpuKind::NoIfma
+    } else if cpu_vendor_is_amd() {
+        CpuKind::IfmaAmd
     } else {
-        RANKING_AVX2
+        CpuKind::IfmaOther
     }
 }
 
-/// CPUs with AVX-512 IFMA. AMD EPYC Zen 4: crypto_mb 4.1-4.4x BoringSSL, ifma 4.2-4.3x, avx2
-/// 1.5-1.7x (issue 19's generated ifma kernels, `bench/engine` medians of 7 per-round ratios;
-/// ifma / crypto_mb per round, four runs: 0.97, 0.99, 0.97 and 1.07 in a noisy one: a tie that
-/// crypto_mb still edges, so it stays first); Intel Xeon (Sapphire Rapids class, measured before
-/// those kernels): crypto_mb 6.5-6.8x, ifma 3.4-4.2x, avx2 1.3x.
-pub const RANKING_IFMA: &[&str] = &["crypto_mb", "ifma", "avx2"];
+/// [`ranking`] for a [`CpuKind`].
+pub fn ranking_for(kind: CpuKind) -> &'static [&'static str] {
+    match kind {
+        CpuKind::IfmaAmd => RANKING_IFMA_AMD,
+        CpuKind::IfmaOther => RANKING_IFMA_OTHER,
+        CpuKind::NoIfma => RANKING_AVX2,
+    }
+}
+
+/// AMD CPUs with AVX-512 IFMA. AMD EPYC Zen 4 (issue 19's generated ifma kernels with the
+/// and-or table scan; `bench/engine`, medians of 7 per-round ratios, docs/benchmarks.md):
+/// RSA-2048 ifma / crypto_mb 1.02 (per round 1.00-1.03), RSA-3072 1.89, RSA-4096 1.23; ifma
+/// 4.4-4.5x BoringSSL, crypto_mb 4.4x, avx2 1.7x. Our engine first: it needs nothing from
+/// Intel's runtime, and crypto_mb stays second where it is installed.
+pub const RANKING_IFMA_AMD: &[&str] = &["ifma", "crypto_mb", "avx2"];
+/// Other CPUs with AVX-512 IFMA (Intel). Intel Xeon (Sapphire Rapids class, measured before
+/// issue 19's kernels, not since: no such machine was lent): crypto_mb 6.5-6.8x BoringSSL,
+/// ifma 3.4-4.2x, avx2 1.3x. crypto_mb stays first until ours is measured at least as fast.
+pub const RANKING_IFMA_OTHER: &[&str] = &["crypto_mb", "ifma", "avx2"];
 /// CPUs without IFMA (e.g. AMD Zen 2/3, Intel Skylake/Cascade Lake): crypto_mb and ifma do not
 /// run there; avx2 is the only engine (measured on the IFMA CPUs above, where it beats
 /// BoringSSL on both vendors).
@@ -211,6 +254,23 @@ pub fn cpu_info() -> &'static CpuInfo {
     INFO.get_or_init(|| {
         CpuInfo::parse(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default())
     })
+}
+
+/// Whether CPUID's vendor string is AMD's (`AuthenticAMD`).
+fn cpu_vendor_is_amd() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let id = core::arch::x86_64::__cpuid(0);
+        let mut vendor = [0u8; 12];
+        for (chunk, reg) in vendor.chunks_mut(4).zip([id.ebx, id.edx, id.ecx]) {
+            chunk.copy_from_slice(&reg.to_le_bytes());
+        }
+        &vendor == b"AuthenticAMD"
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 fn cpu_has(flag: &str) -> bool {
@@ -329,14 +389,22 @@ mod ranking_tests {
     }
 
     #[test]
-    fn the_ranking_is_keyed_by_ifma() {
-        assert_eq!(ranking_for(true)[0], "crypto_mb");
-        assert_eq!(ranking_for(false)[0], "avx2");
+    fn the_ranking_is_keyed_by_cpu_kind() {
+        assert_eq!(ranking_for(CpuKind::IfmaAmd)[0], "ifma");
+        assert_eq!(ranking_for(CpuKind::IfmaOther)[0], "crypto_mb");
+        assert_eq!(ranking_for(CpuKind::NoIfma)[0], "avx2");
     }
 
     #[test]
     fn this_machine_gets_its_table() {
         assert!(cpu_info().vendor.is_some(), "no vendor_id in /proc/cpuinfo");
-        assert_eq!(ranking(), ranking_for(cpu_has("avx512ifma")));
+        assert_eq!(ranking(), ranking_for(cpu_kind()));
+        let amd = cpu_info().vendor.as_deref() == Some("AuthenticAMD");
+        let expected = match (cpu_info().has("avx512ifma"), amd) {
+            (false, _) => CpuKind::NoIfma,
+            (true, true) => CpuKind::IfmaAmd,
+            (true, false) => CpuKind::IfmaOther,
+        };
+        assert_eq!(cpu_kind(), expected, "CPUID and /proc/cpuinfo disagree");
     }
 }

@@ -26,7 +26,7 @@ use crate::engine::software::SoftwareEngine;
 use crate::engine::Engine;
 use crate::engines::{software, Engines};
 use crate::error::ProviderError;
-use crate::key::ProviderKey;
+use crate::key::{KeyType, ProviderKey};
 use crate::method::ProviderMethod;
 use crate::options::ProviderOptions;
 use crate::pkcs11;
@@ -205,7 +205,7 @@ impl Providers {
             Reuse::Nothing => false,
         };
         let stats = ProviderStats::new(&self.store, scope);
-        let (engine, why) = match self.choose_engine(&decoded) {
+        let (engine, why) = match self.choose_engine(&decoded, &key.key_type) {
             Ok(found) => found,
             Err(reason) => {
                 let setup = self.no_engine(cfg, &decoded, outer, key, reason)?;
@@ -398,13 +398,17 @@ impl Providers {
     }
 
     /// The engine for a decoded config, with the reason it was chosen; or why none is usable.
-    fn choose_engine(&self, d: &ProviderConfig) -> Result<(Arc<dyn Engine>, String), String> {
+    fn choose_engine(
+        &self,
+        d: &ProviderConfig,
+        key: &KeyType,
+    ) -> Result<(Arc<dyn Engine>, String), String> {
         match &d.engine {
             EngineChoice::Auto if d.envoy_semantics => self
                 .engines
-                .best_accelerated()
+                .best_accelerated(key)
                 .map(|e| (e, "best accelerated engine on this machine".to_string())),
-            EngineChoice::Auto => Ok(match self.engines.best_accelerated() {
+            EngineChoice::Auto => Ok(match self.engines.best_accelerated(key) {
                 Ok(e) => (
                     e,
                     "engine: auto picked the best accelerated engine".to_string(),

@@ -6,7 +6,8 @@ use crate::support;
 use crate::support::providers::{auto_engine, provider_counter};
 
 /// The engine Envoy's cryptomb provider gets here: the first usable accelerated engine in the
-/// committed order (crypto_mb on IFMA CPUs, our avx2 engine on AVX2-only CPUs), if any.
+/// committed order (on IFMA CPUs our ifma on AMD, crypto_mb on Intel; our avx2 engine on
+/// AVX2-only CPUs), if any.
 fn best_engine() -> Option<String> {
     auto_engine()
 }
