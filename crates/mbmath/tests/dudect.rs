@@ -9,10 +9,17 @@
 //!
 //! `cargo test --release -p quickshake-mbmath --test dudect -- --ignored --nocapture`
 //! (`DUDECT_SAMPLES=N` per class, default 1500.)
+//!
+//! Two tests: the message varies with the key fixed, and the CRT exponents
+//! vary with the moduli and message fixed (`dp`, `dq` whose windows below the
+//! top are all 0, so every table scan selects entry 0, against random ones):
+//! the second measures the exponent-dependent table selection directly.
 
 mod common;
 
 use std::time::Instant;
+
+use num_bigint::{BigUint, RandBigInt};
 
 use common::{backends, load_keys};
 use quickshake_mbmath::{rsa_private_crt_batch_unchecked, RsaCrtKey};
@@ -88,6 +95,80 @@ fn dudect_fixed_vs_random_messages() {
         let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64 / 1e3;
         println!(
             "dudect {:<8} samples/class={samples} mean fixed={:.1}us random={:.1}us  t={t_all:+.2}  t(cropped p90)={t_crop:+.2}",
+            backend.kind().name(),
+            mean(&times[0]),
+            mean(&times[1]),
+        );
+    }
+}
+
+#[test]
+#[ignore = "timing measurement; run explicitly with --ignored --nocapture"]
+fn dudect_fixed_vs_random_exponents() {
+    let samples: usize = std::env::var("DUDECT_SAMPLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1500);
+    let base = load_keys(2048);
+    let base = &base[..8];
+    let mut rng = StdRng::seed_from_u64(0xe0e0);
+    // dp = dq = 2^1023 is below p and q, whose top bits are set.
+    let top = BigUint::from(1u8) << 1023usize;
+    let with = |dp: &BigUint, dq: &BigUint, k: &common::KeyComponents| {
+        let b = |x: &BigUint| x.to_bytes_be();
+        RsaCrtKey::from_components(
+            &b(&k.n),
+            &b(&k.e),
+            &b(&k.d),
+            &b(&k.p),
+            &b(&k.q),
+            &b(dp),
+            &b(dq),
+            &b(&k.qinv),
+        )
+        .expect("components in range")
+    };
+    // Both classes draw from a pool of 32 key sets (separate objects in both, so
+    // where the keys sit in memory and caches is alike): the fixed class's sets
+    // all hold dp = dq = 2^1023, the random class's uniform exponents below 2^1023.
+    let fixed: Vec<Vec<RsaCrtKey>> = (0..32)
+        .map(|_| base.iter().map(|k| with(&top, &top, k)).collect())
+        .collect();
+    let pool: Vec<Vec<RsaCrtKey>> = (0..32)
+        .map(|_| {
+            base.iter()
+                .map(|k| {
+                    let dp = rng.gen_biguint(1023);
+                    let dq = rng.gen_biguint(1023);
+                    with(&dp, &dq, k)
+                })
+                .collect()
+        })
+        .collect();
+    let mut msg = vec![0u8; 256];
+    rng.fill(&mut msg[1..]);
+    for backend in backends() {
+        let mut times = [Vec::with_capacity(samples), Vec::with_capacity(samples)];
+        while times[0].len() < samples || times[1].len() < samples {
+            let class = rng.gen_range(0..2usize);
+            let set = rng.gen_range(0..pool.len());
+            let keys = if class == 0 { &fixed[set] } else { &pool[set] };
+            let lanes: Vec<(&RsaCrtKey, &[u8])> =
+                keys.iter().map(|k| (k, msg.as_slice())).collect();
+            let t = Instant::now();
+            let out = rsa_private_crt_batch_unchecked(backend, &lanes);
+            let dt = t.elapsed().as_nanos() as f64;
+            std::hint::black_box(out);
+            if times[class].len() < samples {
+                times[class].push(dt);
+            }
+        }
+        let t_all = welch_t(&times[0], &times[1]);
+        let (a, b) = crop(&times[0], &times[1], 0.9);
+        let t_crop = welch_t(&a, &b);
+        let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64 / 1e3;
+        println!(
+            "dudect-exp {:<8} samples/class={samples} mean fixed={:.1}us random={:.1}us  t={t_all:+.2}  t(cropped p90)={t_crop:+.2}",
             backend.kind().name(),
             mean(&times[0]),
             mean(&times[1]),
