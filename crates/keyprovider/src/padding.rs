@@ -279,17 +279,23 @@ pub fn rsa_signature_is_valid(
     let mut back = vec![0u8; k];
     match public.public_encrypt(result, &mut back, Padding::NONE) {
         Ok(n) if n == k => {
-            boring::memcmp::eq(&back, input)
-                || (view.pss
-                    && pss_verify(
-                        view.digest,
-                        &view.hash,
-                        &back,
-                        public.n().num_bits() as usize,
-                    ))
+            signature_back_is_valid(input, view, &back, public.n().num_bits() as usize)
         }
         _ => false,
     }
+}
+
+/// [`rsa_signature_is_valid`] given `back`, the result already raised to `e` mod `n` (by a
+/// batched public operation): it equals `input`, or for a PSS view it is a valid EMSA-PSS
+/// encoding of the view's hash for a `mod_bits`-bit modulus.
+pub fn signature_back_is_valid(
+    input: &[u8],
+    view: &SignView,
+    back: &[u8],
+    mod_bits: usize,
+) -> bool {
+    (back.len() == input.len() && boring::memcmp::eq(back, input))
+        || (view.pss && pss_verify(view.digest, &view.hash, back, mod_bits))
 }
 
 #[cfg(test)]

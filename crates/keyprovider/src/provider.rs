@@ -11,7 +11,9 @@ use std::time::Instant;
 use crate::engine::software::{ecdsa_one, rsa_one};
 use crate::engine::{EcdsaLane, Engine, Executor, LaneError, LaneResult, RsaLane};
 use crate::op::{OpClass, OpError, OpKind, OpResult, PendingOp};
-use crate::padding::{rsa_result_is_valid, rsa_signature_is_valid, SignView};
+use crate::padding::{
+    rsa_result_is_valid, rsa_signature_is_valid, signature_back_is_valid, SignView,
+};
 use crate::stats::ProviderStats;
 
 /// Where a provider's batches are computed. Fixed when the provider is built.
@@ -242,8 +244,13 @@ impl ProviderCore {
         } else {
             self.run_engine(class, &batch)
         };
-        for (op, raw) in batch.into_iter().zip(results) {
-            let result = self.check(&op, raw);
+        let backs = match class {
+            OpClass::Rsa => self.batched_public(&batch, &results),
+            OpClass::Ecdsa => Vec::new(),
+        };
+        for (i, (op, raw)) in batch.into_iter().zip(results).enumerate() {
+            let back = backs.get(i).and_then(|b| b.as_deref());
+            let result = self.check(&op, raw, back);
             if result.is_err() {
                 self.stats.failed.inc();
             }
@@ -312,11 +319,39 @@ impl ProviderCore {
         }
     }
 
-    /// Check a lane's result; redo in software when the check fails, or on an engine error when
-    /// fallback is on.
-    fn check(&self, op: &PendingOp, raw: LaneResult) -> OpResult {
+    /// Each RSA result raised to `e` mod `n` by the engine's batched public operation, where it
+    /// has one for these lanes (empty, or `None` for a lane, where not: that lane is checked by
+    /// BoringSSL).
+    fn batched_public(&self, batch: &[PendingOp], results: &[LaneResult]) -> Vec<Option<Vec<u8>>> {
+        let (index, lanes): (Vec<usize>, Vec<RsaLane<'_>>) = batch
+            .iter()
+            .zip(results)
+            .enumerate()
+            .filter_map(|(i, (op, r))| {
+                let key = op.key.rsa.as_ref()?;
+                let input = r.as_ref().ok()?;
+                Some((i, RsaLane { key, input }))
+            })
+            .unzip();
+        if lanes.is_empty() {
+            return Vec::new();
+        }
+        let Some(backs) = self.engine.rsa_public(&lanes) else {
+            return Vec::new();
+        };
+        let mut out = vec![None; batch.len()];
+        for (i, back) in index.into_iter().zip(backs) {
+            out[i] = back.ok();
+        }
+        out
+    }
+
+    /// Check a lane's result (`back`: the result raised to `e` by the engine's batched public
+    /// operation, if it ran; else BoringSSL computes it); redo in software when the check fails,
+    /// or on an engine error when fallback is on.
+    fn check(&self, op: &PendingOp, raw: LaneResult, back: Option<&[u8]>) -> OpResult {
         match raw {
-            Ok(v) if result_is_valid(op, &v) => Ok(v),
+            Ok(v) if result_is_valid(op, &v, back) => Ok(v),
             Ok(_) => {
                 self.stats.verify_failed.inc();
                 self.log_once("an engine result failed the public-key check; redone in software");
@@ -341,7 +376,7 @@ impl ProviderCore {
     fn software_redo(&self, op: &PendingOp) -> OpResult {
         self.stats.software_retry.inc();
         match scalar_one(op) {
-            Ok(v) if result_is_valid(op, &v) => Ok(v),
+            Ok(v) if result_is_valid(op, &v, None) => Ok(v),
             Ok(_) => Err(OpError::Verify),
             Err(_) => Err(OpError::Unsupported),
         }
@@ -388,7 +423,20 @@ fn scalar_one(op: &PendingOp) -> LaneResult {
 /// RSA: `result^e == input` (a signature made with a device's PSS mechanism: or a valid
 /// EMSA-PSS encoding of the same hash, see [`rsa_signature_is_valid`]). ECDSA: the signature
 /// verifies with the public key.
-fn result_is_valid(op: &PendingOp, result: &[u8]) -> bool {
+///
+/// `back`, where given, is `result^e mod n` already computed (the engine's batched public
+/// operation); it is compared the same way BoringSSL's own would be.
+fn result_is_valid(op: &PendingOp, result: &[u8], back: Option<&[u8]>) -> bool {
+    if let (Some(back), Some(parts)) = (back, op.key.rsa.as_ref()) {
+        let k = (parts.bits as usize).div_ceil(8);
+        if result.len() != k || op.input.len() != k || back.len() != k {
+            return false;
+        }
+        return match (op.kind, &op.signing) {
+            (OpKind::RsaSign, Some(view)) => signature_back_is_valid(&op.input, view, back, 8 * k),
+            _ => boring::memcmp::eq(back, &op.input),
+        };
+    }
     match (op.kind, &op.signing) {
         (OpKind::RsaSign, Some(view)) => op
             .key
@@ -409,5 +457,39 @@ fn result_is_valid(op: &PendingOp, result: &[u8]) -> bool {
             };
             sig.verify(&op.input, public).unwrap_or(false)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::ProviderKey;
+
+    fn rsa2048() -> Arc<ProviderKey> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../testdata/certs/rsa2048.key.pem"
+        );
+        let pem = std::fs::read(path).expect("committed test key");
+        ProviderKey::from_pem(&pem, "test", path).expect("valid key")
+    }
+
+    /// With `back` from a batched public operation the check compares it with the input, and a
+    /// `back` of the wrong length fails the check instead of panicking in the comparison.
+    #[test]
+    fn a_batched_back_value_decides_the_check() {
+        let key = rsa2048();
+        let mut input = vec![7u8; 256];
+        input[0] = 0;
+        let (op, _rx) = PendingOp::new(OpKind::RsaDecrypt, key, input.clone());
+        let result = vec![1u8; 256];
+        assert!(result_is_valid(&op, &result, Some(&input)));
+        let mut other = input.clone();
+        other[255] ^= 1;
+        assert!(!result_is_valid(&op, &result, Some(&other)));
+        assert!(!result_is_valid(&op, &result, Some(&input[1..])));
+        assert!(!result_is_valid(&op, &result[1..], Some(&input)));
+        // Without one, BoringSSL's public operation decides (`result` is not a valid result).
+        assert!(!result_is_valid(&op, &result, None));
     }
 }

@@ -8,9 +8,11 @@ use std::sync::Arc;
 
 use boring::rsa::Padding;
 use quickshake_keyprovider::engine::fault::{FaultEngine, FaultPlan};
+use quickshake_keyprovider::engine::mbmath::MbMathEngine;
 use quickshake_keyprovider::engine::software::SoftwareEngine;
 use quickshake_keyprovider::engine::{EcdsaLane, Engine, LaneError, RsaLane};
 use quickshake_keyprovider::ProviderKey;
+use quickshake_mbmath::BackendKind;
 
 mod common;
 use common::engines;
@@ -147,4 +149,67 @@ fn fault_engine_corrupts_and_errors_as_planned() {
     assert!(r[3].as_ref().is_ok_and(|v| *v != good));
     assert_eq!(r[4].as_ref().ok(), Some(&good));
     assert!(matches!(r[5], Err(LaneError::Failed(_))));
+}
+
+/// The batched public operation (the provider's check of RSA results): on ifma, for 3 or more
+/// RSA-2048 lanes, each result raised to `e` gives back its input exactly when the result is
+/// right (a corrupted lane does not); other engines, smaller batches and other key sizes
+/// decline (`None`: BoringSSL checks them).
+#[test]
+fn batched_public_operation_checks_results_on_ifma() {
+    let Ok(ifma) = MbMathEngine::new(BackendKind::Ifma, 1) else {
+        eprintln!("skip: no AVX-512 IFMA on this CPU");
+        return;
+    };
+    let keys = [key("rsa2048"), key("other"), key("mismatch")];
+    let inputs: Vec<Vec<u8>> = (0..8).map(|i| input(&keys[i % 3], i)).collect();
+    let lanes: Vec<RsaLane<'_>> = (0..8)
+        .map(|i| RsaLane {
+            key: keys[i % 3].rsa.as_ref().expect("rsa"),
+            input: &inputs[i],
+        })
+        .collect();
+    let plan = FaultPlan {
+        corrupt_every: Some(3),
+        ..Default::default()
+    };
+    let engine = FaultEngine::new(Box::new(ifma), plan);
+    let results: Vec<Vec<u8>> = engine
+        .rsa_private(&lanes)
+        .into_iter()
+        .map(|r| r.expect("no errors planned"))
+        .collect();
+    let checks: Vec<RsaLane<'_>> = (0..8)
+        .map(|i| RsaLane {
+            key: lanes[i].key,
+            input: &results[i],
+        })
+        .collect();
+    let backs = engine.rsa_public(&checks).expect("ifma checks 8 lanes");
+    for (i, back) in backs.iter().enumerate() {
+        // Operations 3 and 6 (lanes 2 and 5) were corrupted (a flipped bit may even put the
+        // result above the modulus: a lane error, also a failed check).
+        let good = i != 2 && i != 5;
+        match back {
+            Ok(back) => assert_eq!(*back == inputs[i], good, "lane {i}"),
+            Err(e) => assert!(!good, "lane {i}: {e:?}"),
+        }
+    }
+    assert!(
+        engine.rsa_public(&checks[..2]).is_none(),
+        "2 lanes: BoringSSL's"
+    );
+    assert!(SoftwareEngine::default().rsa_public(&checks).is_none());
+    let big = key("rsa4096");
+    let big_in = input(&big, 0);
+    let big_lanes: Vec<RsaLane<'_>> = (0..4)
+        .map(|_| RsaLane {
+            key: big.rsa.as_ref().expect("rsa"),
+            input: &big_in,
+        })
+        .collect();
+    assert!(
+        engine.rsa_public(&big_lanes).is_none(),
+        "RSA-4096: BoringSSL's"
+    );
 }

@@ -18,8 +18,8 @@
 use std::time::{Duration, Instant};
 
 use quickshake_mbmath::{
-    available_backends, mont_mul_1024_lanes, mont_sqr_1024_lanes, rsa_private_crt_batch, Backend,
-    RsaCrtKey,
+    available_backends, mont_mul_1024_lanes, mont_sqr_1024_lanes, rsa_private_crt_batch,
+    rsa_public_batch, rsa_public_batch_vartime, Backend, RsaCrtKey,
 };
 
 fn flags() -> String {
@@ -207,5 +207,39 @@ fn main() {
             8.0 / per_batch,
             per_batch * 1e6 / 16.0
         );
+        // The public-key check of the 8 results, batched on this backend.
+        let sigs: Vec<Vec<u8>> = rsa_private_crt_batch(backend, &lanes)
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect();
+        let back: Vec<(&RsaCrtKey, &[u8])> = keys
+            .iter()
+            .zip(&sigs)
+            .map(|(k, s)| (k, s.as_slice()))
+            .collect();
+        let public = best(&|| {
+            std::hint::black_box(rsa_public_batch(backend, &back));
+        });
+        println!(
+            "{:<9} public op (e = 65537), batch of 8: {:.1} us ({:.2} us per lane)",
+            kind.name(),
+            public * 1e6,
+            public * 1e6 / 8.0
+        );
     }
+    let back: Vec<(&RsaCrtKey, &[u8])> = keys
+        .iter()
+        .zip(&msgs)
+        .map(|(k, s)| (k, s.as_slice()))
+        .collect();
+    let t = Instant::now();
+    let mut runs = 0u32;
+    while t.elapsed() < budget / 8 {
+        std::hint::black_box(rsa_public_batch_vartime(&back));
+        runs += 1;
+    }
+    println!(
+        "radix-2^64 public op one at a time: {:.2} us per lane",
+        t.elapsed().as_secs_f64() * 1e6 / f64::from(runs) / 8.0
+    );
 }

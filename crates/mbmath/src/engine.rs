@@ -192,6 +192,67 @@ pub(crate) fn run_jobs<E: LaneEngine>(e: &E, jobs: &[ExpJob<'_>]) -> Vec<Vec<u64
     results
 }
 
+/// Exponentiations by *public* exponents (`jobs[i].exp`, e.g. RSA's `e`),
+/// `E::LANES` at a time: left-to-right square-and-multiply over the longest
+/// exponent of the group, multiplying only at bits some lane has set and
+/// keeping the product in those lanes alone. Variable time in the exponents
+/// (public) only. Same job rules and result form as [`run_jobs`].
+pub(crate) fn run_public_jobs<E: LaneEngine>(e: &E, jobs: &[ExpJob<'_>]) -> Vec<Vec<u64>> {
+    let mut results = Vec::with_capacity(jobs.len());
+    let Some(first) = jobs.first() else {
+        return results;
+    };
+    let l = first.modulus.len();
+    assert!(jobs
+        .iter()
+        .all(|j| j.modulus.len() == l && j.base.len() == l && j.rr.len() == l && j.exp.len() <= l));
+    assert!(E::LANES <= 16);
+    let mut one_limbs = [0u64; MAX_LIMBS];
+    one_limbs[0] = 1;
+    let one_ref: &[u64] = &one_limbs[..l];
+    for chunk in jobs.chunks(E::LANES) {
+        let mut group: Vec<&ExpJob<'_>> = chunk.iter().collect();
+        while group.len() < E::LANES {
+            group.push(&chunk[0]);
+        }
+        let ctx = e.ctx(&group);
+        let one = e.load(&vec![one_ref; E::LANES]);
+        let rr = e.load(&group.iter().map(|j| j.rr).collect::<Vec<_>>());
+        let base = e.load(&group.iter().map(|j| j.base).collect::<Vec<_>>());
+        let x = e.mul(&ctx, &base, &rr); // base R
+        let mut acc = e.mul(&ctx, &rr, &one); // R: Montgomery one
+        let bits = group
+            .iter()
+            .map(|j| crate::bigint::bit_len_vartime(j.exp))
+            .max()
+            .unwrap_or(0);
+        let mut idx = [0u64; 16];
+        for b in (0..bits).rev() {
+            e.sqr_assign(&ctx, &mut acc);
+            for (i, j) in idx.iter_mut().zip(&group) {
+                *i = bits_at(j.exp, b, 1);
+            }
+            if idx.iter().any(|&i| i != 0) {
+                let t = e.mul(&ctx, &acc, &x);
+                acc = e.select(&[acc, t], &idx[..E::LANES]);
+            }
+        }
+        let res = e.mul(&ctx, &acc, &one);
+        let mut outs: Vec<Vec<u64>> = vec![vec![0u64; l + 1]; E::LANES];
+        {
+            let mut refs: Vec<&mut [u64]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
+            e.store(&res, &mut refs);
+        }
+        for (mut out, job) in outs.into_iter().zip(chunk) {
+            let top = out[l];
+            crate::bigint::reduce_once(&mut out[..l], top, job.modulus);
+            out.truncate(l);
+            results.push(out);
+        }
+    }
+    results
+}
+
 /// Repeated Montgomery multiplication (or squaring when `b` is `None`) per
 /// lane, kept in the engine representation; see `mont_mul_1024_lanes`.
 pub(crate) fn mont_chain<E: LaneEngine, const L: usize>(

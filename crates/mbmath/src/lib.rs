@@ -139,7 +139,7 @@ pub use backend::{available_backends, Backend};
 pub use error::MathError;
 pub use kind::BackendKind;
 pub use mont::{mont_mul_1024_lanes, mont_sqr_1024_lanes};
-pub use rsa::{rsa_private_crt_batch, rsa_public_batch_vartime, RsaCrtKey};
+pub use rsa::{rsa_private_crt_batch, rsa_public_batch, rsa_public_batch_vartime, RsaCrtKey};
 pub use token::{Avx2Token, FmaToken, IfmaToken};
 
 #[doc(hidden)]

@@ -6,7 +6,8 @@ use common::{backends, be_padded, load_keys, KeyComponents};
 use num_bigint::{BigUint, RandBigInt};
 use num_traits::{One, Zero};
 use quickshake_mbmath::{
-    rsa_private_crt_batch, rsa_public_batch_vartime, Backend, MathError, RsaCrtKey,
+    rsa_private_crt_batch, rsa_public_batch, rsa_public_batch_vartime, Backend, MathError,
+    RsaCrtKey,
 };
 use rand::{rngs::StdRng, SeedableRng};
 
@@ -180,6 +181,75 @@ fn public_op_inverts_private_op() {
     let back = rsa_public_batch_vartime(&back_lanes);
     for (b, m) in back.iter().zip(&msgs) {
         assert_eq!(b.as_ref().unwrap(), m);
+    }
+}
+
+/// The batched public operation on every backend, lanes with different public exponents (the
+/// per-lane multiply steps) in batches of 1, 3, 8 and 9, against num-bigint; plus the per-lane
+/// errors (a 3072-bit modulus, an input not below `n`).
+#[test]
+fn batched_public_op_matches_modpow() {
+    let comps = load_keys(2048);
+    let exps = [3u64, 65537, 17, 0x3fff_fffd, 65537, 5, 65537, 7, 65537];
+    let b = |x: &BigUint| x.to_bytes_be();
+    let keys: Vec<(BigUint, BigUint, RsaCrtKey)> = exps
+        .iter()
+        .enumerate()
+        .map(|(i, &e)| {
+            let c = &comps[i % comps.len()];
+            let e = BigUint::from(e);
+            let key = RsaCrtKey::from_components(
+                &b(&c.n),
+                &b(&e),
+                &b(&c.d),
+                &b(&c.p),
+                &b(&c.q),
+                &b(&c.dp),
+                &b(&c.dq),
+                &b(&c.qinv),
+            )
+            .expect("public exponent replaced");
+            (c.n.clone(), e, key)
+        })
+        .collect();
+    let mut rng = StdRng::seed_from_u64(5);
+    for backend in backends() {
+        for batch in [1usize, 3, 8, 9] {
+            let inputs: Vec<(BigUint, Vec<u8>)> = keys[..batch]
+                .iter()
+                .map(|(n, _, _)| {
+                    let x = rng.gen_biguint_below(n);
+                    let bytes = be_padded(&x, 256);
+                    (x, bytes)
+                })
+                .collect();
+            let lanes: Vec<(&RsaCrtKey, &[u8])> = keys[..batch]
+                .iter()
+                .zip(&inputs)
+                .map(|((_, _, k), (_, i))| (k, i.as_slice()))
+                .collect();
+            let out = rsa_public_batch(backend, &lanes);
+            for (i, r) in out.iter().enumerate() {
+                let (n, e, _) = &keys[i];
+                let want = inputs[i].0.modpow(e, n);
+                let got = r.as_ref().unwrap_or_else(|e| panic!("lane {i}: {e}"));
+                assert_eq!(got.len(), 256);
+                assert_eq!(
+                    BigUint::from_bytes_be(got),
+                    want,
+                    "backend {} lane {i} of {batch}",
+                    backend.kind()
+                );
+            }
+        }
+        let big = load_keys(3072)[0].key();
+        let too_big = vec![0xffu8; 256];
+        let x = vec![1u8; 384];
+        let lanes: Vec<(&RsaCrtKey, &[u8])> =
+            vec![(&keys[0].2, too_big.as_slice()), (&big, x.as_slice())];
+        let out = rsa_public_batch(backend, &lanes);
+        assert_eq!(out[0], Err(MathError::InputOutOfRange));
+        assert!(matches!(out[1], Err(MathError::Unsupported(_))));
     }
 }
 

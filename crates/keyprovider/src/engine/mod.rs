@@ -186,6 +186,15 @@ pub trait Engine: Send + Sync + 'static {
     fn rsa_decrypt_supported(&self) -> bool {
         true
     }
+    /// The public-key operation `x^e mod n` on each lane's input, batched: the provider's check
+    /// of RSA results (`lanes[i].input` is a result; the check compares the output with what was
+    /// exponentiated). `None` where the engine has no batched public operation faster than
+    /// BoringSSL one lane at a time for these lanes (the default): the provider then checks
+    /// each result with BoringSSL. A lane's error sends that lane to BoringSSL's check.
+    fn rsa_public(&self, lanes: &[RsaLane<'_>]) -> Option<Vec<LaneResult>> {
+        let _ = lanes;
+        None
+    }
     /// The engine's own pool, for engines that block (see [`Executor`]); `None` for the rest.
     fn executor(&self) -> Option<&dyn Executor> {
         None
