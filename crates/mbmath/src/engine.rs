@@ -160,67 +160,29 @@ fn mod_exp_group<E: LaneEngine>(
 /// copies of its first job). All jobs must share one modulus length `L`.
 /// Returns each result fully reduced, `L` limbs.
 pub(crate) fn run_jobs<E: LaneEngine>(e: &E, jobs: &[ExpJob<'_>]) -> Vec<Vec<u64>> {
-    let mut results = Vec::with_capacity(jobs.len());
-    if jobs.is_empty() {
-        return results;
-    }
-    let l = jobs[0].modulus.len();
-    assert!(jobs
-        .iter()
-        .all(|j| j.modulus.len() == l && j.base.len() == l && j.rr.len() == l && j.exp.len() == l));
-    assert!(E::LANES <= 16);
-    for chunk in jobs.chunks(E::LANES) {
-        let mut group: Vec<&ExpJob<'_>> = chunk.iter().collect();
-        while group.len() < E::LANES {
-            group.push(&chunk[0]);
-        }
-        let ctx = e.ctx(&group);
-        let mut res = mod_exp_group(e, &ctx, &group, 64 * l);
-        let mut outs: Vec<Vec<u64>> = vec![vec![0u64; l + 1]; E::LANES];
-        {
-            let mut refs: Vec<&mut [u64]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
-            e.store(&res, &mut refs);
-        }
-        e.wipe(&mut res);
-        for (mut out, job) in outs.into_iter().zip(chunk) {
-            let top = out[l];
-            crate::bigint::reduce_once(&mut out[..l], top, job.modulus);
-            out.truncate(l);
-            results.push(out);
-        }
-    }
-    results
+    by_groups(
+        e,
+        jobs,
+        jobs.first().map_or(0, |j| j.modulus.len()),
+        |ctx, group| mod_exp_group(e, ctx, group, 64 * group[0].modulus.len()),
+    )
 }
 
-/// Exponentiations by *public* exponents (`jobs[i].exp`, e.g. RSA's `e`),
-/// `E::LANES` at a time: left-to-right square-and-multiply over the longest
-/// exponent of the group, multiplying only at bits some lane has set and
-/// keeping the product in those lanes alone. Variable time in the exponents
-/// (public) only. Same job rules and result form as [`run_jobs`].
+/// Exponentiations by *public* exponents (`jobs[i].exp`, e.g. RSA's `e`, at
+/// most `L` limbs), `E::LANES` at a time: left-to-right square-and-multiply
+/// over the longest exponent of the group, multiplying only at bits some lane
+/// has set and keeping the product in those lanes alone. Variable time in the
+/// exponents (public) only. Otherwise as [`run_jobs`].
 pub(crate) fn run_public_jobs<E: LaneEngine>(e: &E, jobs: &[ExpJob<'_>]) -> Vec<Vec<u64>> {
-    let mut results = Vec::with_capacity(jobs.len());
-    let Some(first) = jobs.first() else {
-        return results;
-    };
-    let l = first.modulus.len();
-    assert!(jobs
-        .iter()
-        .all(|j| j.modulus.len() == l && j.base.len() == l && j.rr.len() == l && j.exp.len() <= l));
-    assert!(E::LANES <= 16);
     let mut one_limbs = [0u64; MAX_LIMBS];
     one_limbs[0] = 1;
-    let one_ref: &[u64] = &one_limbs[..l];
-    for chunk in jobs.chunks(E::LANES) {
-        let mut group: Vec<&ExpJob<'_>> = chunk.iter().collect();
-        while group.len() < E::LANES {
-            group.push(&chunk[0]);
-        }
-        let ctx = e.ctx(&group);
+    by_groups(e, jobs, 0, |ctx, group| {
+        let one_ref: &[u64] = &one_limbs[..group[0].modulus.len()];
         let one = e.load(&vec![one_ref; E::LANES]);
         let rr = e.load(&group.iter().map(|j| j.rr).collect::<Vec<_>>());
         let base = e.load(&group.iter().map(|j| j.base).collect::<Vec<_>>());
-        let x = e.mul(&ctx, &base, &rr); // base R
-        let mut acc = e.mul(&ctx, &rr, &one); // R: Montgomery one
+        let x = e.mul(ctx, &base, &rr); // base R
+        let mut acc = e.mul(ctx, &rr, &one); // R: Montgomery one
         let bits = group
             .iter()
             .map(|j| crate::bigint::bit_len_vartime(j.exp))
@@ -228,21 +190,58 @@ pub(crate) fn run_public_jobs<E: LaneEngine>(e: &E, jobs: &[ExpJob<'_>]) -> Vec<
             .unwrap_or(0);
         let mut idx = [0u64; 16];
         for b in (0..bits).rev() {
-            e.sqr_assign(&ctx, &mut acc);
-            for (i, j) in idx.iter_mut().zip(&group) {
+            e.sqr_assign(ctx, &mut acc);
+            for (i, j) in idx.iter_mut().zip(group) {
                 *i = bits_at(j.exp, b, 1);
             }
             if idx.iter().any(|&i| i != 0) {
-                let t = e.mul(&ctx, &acc, &x);
+                let t = e.mul(ctx, &acc, &x);
                 acc = e.select(&[acc, t], &idx[..E::LANES]);
             }
         }
-        let res = e.mul(&ctx, &acc, &one);
+        e.mul(ctx, &acc, &one)
+    })
+}
+
+/// The shared frame of [`run_jobs`] and [`run_public_jobs`]: checks that
+/// every job has one modulus length `L` (and an exponent of exactly
+/// `exp_limbs` limbs, or at most `L` when `exp_limbs` is 0), runs `group` on
+/// each `E::LANES` jobs (a short last group padded with copies of its first
+/// job), and returns each job's result fully reduced, `L` limbs (the engine
+/// value is wiped after it is stored).
+fn by_groups<E: LaneEngine>(
+    e: &E,
+    jobs: &[ExpJob<'_>],
+    exp_limbs: usize,
+    mut group: impl FnMut(&E::Ctx, &[&ExpJob<'_>]) -> E::Num,
+) -> Vec<Vec<u64>> {
+    let mut results = Vec::with_capacity(jobs.len());
+    let Some(first) = jobs.first() else {
+        return results;
+    };
+    let l = first.modulus.len();
+    assert!(jobs.iter().all(|j| j.modulus.len() == l
+        && j.base.len() == l
+        && j.rr.len() == l
+        && if exp_limbs == 0 {
+            j.exp.len() <= l
+        } else {
+            j.exp.len() == exp_limbs
+        }));
+    assert!(E::LANES <= 16);
+    for chunk in jobs.chunks(E::LANES) {
+        let mut members: Vec<&ExpJob<'_>> = chunk.iter().collect();
+        while members.len() < E::LANES {
+            members.push(&chunk[0]);
+        }
+        let ctx = e.ctx(&members);
+        let mut res = group(&ctx, &members);
         let mut outs: Vec<Vec<u64>> = vec![vec![0u64; l + 1]; E::LANES];
         {
             let mut refs: Vec<&mut [u64]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
             e.store(&res, &mut refs);
         }
+        e.wipe(&mut res);
         for (mut out, job) in outs.into_iter().zip(chunk) {
             let top = out[l];
             crate::bigint::reduce_once(&mut out[..l], top, job.modulus);
