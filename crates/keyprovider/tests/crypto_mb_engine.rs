@@ -116,6 +116,50 @@ fn rsa_2048_batches_of_1_to_8_match_boringssl() {
     check_rsa_batch(&engine, &keys, 19);
 }
 
+/// The batched public operation (the provider's check of RSA results): `x^65537 mod n` per lane
+/// as BoringSSL's public operation gives it, for every size in one mixed batch; a lane whose key
+/// has another public exponent is left to BoringSSL (`Unsupported`); fewer than 3 lanes: `None`.
+#[test]
+fn rsa_public_matches_boringssl() {
+    let Some(engine) = engine() else { return };
+    let mut keys: Vec<RsaKey> = [2048, 3072, 4096, 2048, 1024, 2048]
+        .iter()
+        .flat_map(|&bits| rsa_keys(bits, 1))
+        .collect();
+    let e3 = Rsa::generate_with_e(2048, &boring::bn::BigNum::from_u32(3).unwrap()).unwrap();
+    keys.push(RsaKey {
+        parts: rsa_parts(&e3),
+        rsa: e3,
+    });
+    let inputs: Vec<Vec<u8>> = keys.iter().map(|k| random_input(k.parts.n.len())).collect();
+    let lanes: Vec<RsaLane<'_>> = keys
+        .iter()
+        .zip(&inputs)
+        .map(|(k, input)| RsaLane {
+            key: &k.parts,
+            input,
+        })
+        .collect();
+    let out = engine.rsa_public(&lanes).expect("6 lanes with e = 65537");
+    for (i, (r, k)) in out.iter().zip(&keys).enumerate() {
+        if k.parts.e != [1, 0, 1] {
+            assert!(matches!(r, Err(LaneError::Unsupported)), "lane {i}: {r:?}");
+            continue;
+        }
+        let mut want = vec![0u8; k.rsa.size() as usize];
+        k.rsa
+            .public_encrypt(&inputs[i], &mut want, Padding::NONE)
+            .unwrap();
+        assert_eq!(
+            r.as_ref().expect("public op"),
+            &want,
+            "lane {i}, {} bits",
+            k.parts.bits
+        );
+    }
+    assert!(engine.rsa_public(&lanes[..2]).is_none());
+}
+
 #[test]
 fn rsa_other_sizes_match_boringssl() {
     let Some(engine) = engine() else { return };

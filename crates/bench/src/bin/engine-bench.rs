@@ -131,6 +131,8 @@ fn main() {
             );
         }
     }
+    // The public-key check of results (`Engine::rsa_public`), RSA-2048, e = 65537.
+    public_check(&engines, &keys, &input, window);
     // The larger keys: only the engines that are fast at RSA-2048 (ifma, avx2, crypto_mb).
     let fast: Vec<(String, Box<dyn Engine>)> = engines
         .into_iter()
@@ -138,6 +140,54 @@ fn main() {
         .collect();
     if std::env::var_os("ENGINE_BENCH_NO_LARGE").is_none() {
         larger_keys(&fast, window);
+    }
+}
+
+/// The public-key check of 8 RSA-2048 results: BoringSSL's public operation one at a time
+/// (what the provider does without a batched one) against each engine's `rsa_public` batch of 8
+/// where it has one. Prints `rsa2048-public backend=<name> batch8_us=<x> boringssl_us=<y>`.
+fn public_check(
+    engines: &[(String, Box<dyn Engine>)],
+    keys: &[std::sync::Arc<ProviderKey>],
+    input: &[Vec<u8>],
+    window: Duration,
+) {
+    let rsa = keys[0]
+        .rsa
+        .as_ref()
+        .and_then(|r| r.native.clone())
+        .expect("native key");
+    let mut out = vec![0u8; rsa.size() as usize];
+    let boring = time_per_call(window / 2, || {
+        let _ = rsa.public_encrypt(&input[0], &mut out, Padding::NONE);
+    });
+    println!(
+        "\nRSA-2048 public operation (the check of each result, e = 65537):\n  boringssl one at a time          {:8.1} us",
+        boring * 1e6
+    );
+    let lanes: Vec<RsaLane<'_>> = (0..8)
+        .map(|i| RsaLane {
+            key: keys[i % keys.len()].rsa.as_ref().expect("rsa"),
+            input: &input[i % keys.len()],
+        })
+        .collect();
+    for (name, engine) in engines {
+        if engine.rsa_public(&lanes).is_none() {
+            continue;
+        }
+        let t = time_per_call(window / 2, || {
+            let _ = engine.rsa_public(&lanes);
+        });
+        println!(
+            "  {name:<32} {:8.1} us per batch of 8 ({:.1} per result)",
+            t * 1e6,
+            t * 1e6 / 8.0
+        );
+        println!(
+            "rsa2048-public backend={name} batch8_us={:.1} boringssl_us={:.1}",
+            t * 1e6,
+            boring * 1e6
+        );
     }
 }
 

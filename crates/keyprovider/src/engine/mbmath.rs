@@ -17,9 +17,9 @@ const KEY_CACHE: usize = 64;
 
 /// Fewest lanes for which the batched public operation (the check of RSA results) beats
 /// BoringSSL one at a time: on Zen 4 an 8-lane ifma group of RSA-2048 public operations
-/// (e = 65537) takes ~43 µs, BoringSSL ~15 µs per operation (`engine_bench` example, and the
-/// gateway's profile under load).
-const PUBLIC_MIN_BATCH: usize = 3;
+/// (e = 65537) takes ~44 µs, BoringSSL 14.6 µs per operation (`bench/engine`'s
+/// `rsa2048-public` lines): a tie at 3 lanes, a win from 4.
+const PUBLIC_MIN_BATCH: usize = 4;
 
 pub struct MbMathEngine {
     backend: Backend,

@@ -1,5 +1,5 @@
-//! The 8-lane crypto_mb calls: one `mbx_rsa_private_crt_mb8` of one key size, one
-//! `mbx_nistp256_ecdsa_sign_mb8`, with their lanes already validated.
+//! The 8-lane crypto_mb calls: one `mbx_rsa_private_crt_mb8` or `mbx_rsa_public_mb8` of one
+//! key size, one `mbx_nistp256_ecdsa_sign_mb8`, with their lanes already validated.
 //!
 //! Owns the marshalling into crypto_mb's fixed 8-slot arrays (unused slots repeat a good lane),
 //! the per-thread RSA scratch buffer, per-lane status decoding, and wiping the limb copies of
@@ -12,7 +12,7 @@ use super::{ffi, CryptoMbEngine};
 use crate::engine::{LaneError, LaneResult, RsaLane};
 
 thread_local! {
-    /// Per-thread scratch buffer for `mbx_rsa_private_crt_mb8`.
+    /// Per-thread scratch buffer for `mbx_rsa_private_crt_mb8` and `mbx_rsa_public_mb8`.
     static RSA_SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -40,52 +40,69 @@ impl CryptoMbEngine {
             }
             parts.push(conv.map(Option::unwrap_or_default));
         }
-        // Lanes to compute; unused slots repeat the first good lane (with its own output).
         let good: Vec<usize> = (0..lanes.len()).filter(|&i| results[i].is_none()).collect();
-        if let Some(&first) = good.first() {
-            let slot = |j: usize| good.get(j).copied().unwrap_or(first);
-            let inputs: [&[u8]; 8] = std::array::from_fn(|j| lanes[slot(j)].input);
+        if !good.is_empty() {
+            let slot = slots(&good);
+            let inputs: [&[u8]; 8] = std::array::from_fn(|j| lanes[slot[j]].input);
             let part =
-                |n: usize| -> [&[u64]; 8] { std::array::from_fn(|j| parts[slot(j)][n].as_slice()) };
-            let mut out_bufs: Vec<Vec<u8>> = (0..LANES).map(|_| vec![0u8; bytes]).collect();
-            let mut it = out_bufs.iter_mut();
-            let mut outputs: [&mut [u8]; 8] =
-                std::array::from_fn(|_| it.next().expect("8 buffers").as_mut_slice());
-            let status = RSA_SCRATCH.with(|s| {
-                let mut s = s.borrow_mut();
-                if s.len() < method.buf_size() {
-                    s.resize(method.buf_size(), 0);
-                }
-                self.lib.rsa_private_crt_mb8(
-                    method,
-                    &inputs,
-                    &mut outputs,
-                    &part(0),
-                    &part(1),
-                    &part(2),
-                    &part(3),
-                    &part(4),
-                    &mut s,
-                )
+                |n: usize| -> [&[u64]; 8] { std::array::from_fn(|j| parts[slot[j]][n].as_slice()) };
+            call_and_decode(&good, bytes, &mut results, |outputs| {
+                with_scratch(method, |s| {
+                    self.lib.rsa_private_crt_mb8(
+                        method,
+                        &inputs,
+                        outputs,
+                        &part(0),
+                        &part(1),
+                        &part(2),
+                        &part(3),
+                        &part(4),
+                        s,
+                    )
+                })
             });
-            for (j, &i) in good.iter().enumerate() {
-                results[i] = Some(match status {
-                    Err(e) => Err(LaneError::Failed(e.to_string())),
-                    Ok(st) => match ffi::lane_status(st, j) {
-                        0 => Ok(std::mem::take(&mut out_bufs[j])),
-                        code => Err(LaneError::Failed(format!(
-                            "crypto_mb RSA lane status {code} ({})",
-                            ffi::status_name(code)
-                        ))),
-                    },
-                });
-            }
-            for b in out_bufs.iter_mut() {
-                wipe(b);
-            }
         }
         for p in parts.iter_mut().flatten() {
             wipe_limbs(p);
+        }
+        results
+            .into_iter()
+            .map(|r| r.expect("every lane has a result"))
+            .collect()
+    }
+
+    /// One `mbx_rsa_public_mb8` (e = 65537) of up to 8 lanes of one size (`method` from
+    /// `mbx_RSA_pub65537_Method`): each lane's input raised to `e` mod `n`. `lanes` were
+    /// validated (input below `n`, `bits` bits); everything here is public.
+    pub(super) fn rsa_public_batch(
+        &self,
+        method: &ffi::RsaMethod,
+        bits: u32,
+        lanes: &[&RsaLane<'_>],
+    ) -> Vec<LaneResult> {
+        debug_assert!(!lanes.is_empty() && lanes.len() <= LANES);
+        let bytes = bits as usize / 8;
+        let mut results: Vec<Option<LaneResult>> = vec![None; lanes.len()];
+        let moduli: Vec<Vec<u64>> = lanes
+            .iter()
+            .enumerate()
+            .map(|(i, lane)| {
+                be_to_le_limbs(&lane.key.n, bits as usize / 64).unwrap_or_else(|| {
+                    results[i] = Some(Err(LaneError::Unsupported));
+                    Vec::new()
+                })
+            })
+            .collect();
+        let good: Vec<usize> = (0..lanes.len()).filter(|&i| results[i].is_none()).collect();
+        if !good.is_empty() {
+            let slot = slots(&good);
+            let inputs: [&[u8]; 8] = std::array::from_fn(|j| lanes[slot[j]].input);
+            let n: [&[u64]; 8] = std::array::from_fn(|j| moduli[slot[j]].as_slice());
+            call_and_decode(&good, bytes, &mut results, |outputs| {
+                with_scratch(method, |s| {
+                    self.lib.rsa_public_mb8(method, &inputs, outputs, &n, s)
+                })
+            });
         }
         results
             .into_iter()
@@ -142,5 +159,52 @@ impl CryptoMbEngine {
                 (l.0, res)
             })
             .collect()
+    }
+}
+
+/// The lane behind each of crypto_mb's 8 slots: the `good` lanes (at least one), then the first
+/// of them again for the unused slots (each slot still gets its own output buffer).
+fn slots(good: &[usize]) -> [usize; LANES] {
+    std::array::from_fn(|j| good.get(j).copied().unwrap_or(good[0]))
+}
+
+/// `f` with this thread's RSA scratch buffer, grown to `method.buf_size()`.
+fn with_scratch<R>(method: &ffi::RsaMethod, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    RSA_SCRATCH.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < method.buf_size() {
+            s.resize(method.buf_size(), 0);
+        }
+        f(&mut s)
+    })
+}
+
+/// Runs one RSA call (`call`) with 8 fresh `bytes`-long output buffers, then gives each good
+/// lane (slot `j` is `good[j]`) its output or its decoded lane status; the buffers are wiped.
+fn call_and_decode(
+    good: &[usize],
+    bytes: usize,
+    results: &mut [Option<LaneResult>],
+    call: impl FnOnce(&mut [&mut [u8]; 8]) -> Result<ffi::MbxStatus, &'static str>,
+) {
+    let mut out_bufs: Vec<Vec<u8>> = (0..LANES).map(|_| vec![0u8; bytes]).collect();
+    let mut it = out_bufs.iter_mut();
+    let mut outputs: [&mut [u8]; 8] =
+        std::array::from_fn(|_| it.next().expect("8 buffers").as_mut_slice());
+    let status = call(&mut outputs);
+    for (j, &i) in good.iter().enumerate() {
+        results[i] = Some(match status {
+            Err(e) => Err(LaneError::Failed(e.to_string())),
+            Ok(st) => match ffi::lane_status(st, j) {
+                0 => Ok(std::mem::take(&mut out_bufs[j])),
+                code => Err(LaneError::Failed(format!(
+                    "crypto_mb RSA lane status {code} ({})",
+                    ffi::status_name(code)
+                ))),
+            },
+        });
+    }
+    for b in out_bufs.iter_mut() {
+        wipe(b);
     }
 }

@@ -65,6 +65,14 @@ type RsaPrivateCrtFn = unsafe extern "C" fn(
     *const c_void,     // const mbx_RSA_Method*
     *mut u8,           // pBuffer
 ) -> MbxStatus;
+type RsaPublicFn = unsafe extern "C" fn(
+    *const *const u8,  // from_pa[8]
+    *const *mut u8,    // to_pa[8]
+    *const *const u64, // n_pa[8]
+    c_int,             // rsaBitlen
+    *const c_void,     // const mbx_RSA_Method* (e = 65537)
+    *mut u8,           // pBuffer
+) -> MbxStatus;
 type EcdsaSignFn = unsafe extern "C" fn(
     *const *mut u8,    // pa_sign_r[8]
     *const *mut u8,    // pa_sign_s[8]
@@ -91,6 +99,9 @@ pub(super) struct CryptoMbLib {
     rsa_private_crt_method: RsaMethodFn,
     rsa_method_buf_size: RsaMethodBufSizeFn,
     rsa_private_crt_mb8: RsaPrivateCrtFn,
+    /// `mbx_RSA_pub65537_Method` and `mbx_rsa_public_mb8`, where the library has them.
+    rsa_pub65537_method: Option<RsaMethodFn>,
+    rsa_public_mb8: Option<RsaPublicFn>,
     ecdsa_sign_mb8: EcdsaSignFn,
     // Declared last: the function pointers above stay valid while these are loaded.
     _lib: Library,
@@ -149,6 +160,8 @@ impl CryptoMbLib {
                 rsa_private_crt_method: sym(&lib, b"mbx_RSA_private_crt_Method\0")?,
                 rsa_method_buf_size: sym(&lib, b"mbx_RSA_Method_BufSize\0")?,
                 rsa_private_crt_mb8: sym(&lib, b"mbx_rsa_private_crt_mb8\0")?,
+                rsa_pub65537_method: sym(&lib, b"mbx_RSA_pub65537_Method\0").ok(),
+                rsa_public_mb8: sym(&lib, b"mbx_rsa_public_mb8\0").ok(),
                 ecdsa_sign_mb8: sym(&lib, b"mbx_nistp256_ecdsa_sign_mb8\0")?,
                 _lib: lib,
                 _runtime: runtime,
@@ -194,6 +207,69 @@ impl CryptoMbLib {
             bits,
             buf_size,
         })
+    }
+
+    /// `mbx_RSA_pub65537_Method(bits)` and its buffer size; `None` where the library lacks
+    /// the public operation or the size.
+    pub(super) fn rsa_pub65537_method(&self, bits: u32) -> Option<RsaMethod> {
+        let method = self.rsa_pub65537_method?;
+        let c_bits = c_int::try_from(bits).ok()?;
+        // SAFETY: takes an integer, returns a pointer to static data or NULL for other sizes.
+        let ptr = NonNull::new(unsafe { method(c_bits) } as *mut c_void)?;
+        // SAFETY: `ptr` is a method returned by the library just above.
+        let size = unsafe { (self.rsa_method_buf_size)(ptr.as_ptr()) };
+        let buf_size = usize::try_from(size).ok().filter(|&s| s > 0)?;
+        Some(RsaMethod {
+            ptr,
+            bits,
+            buf_size,
+        })
+    }
+
+    /// `mbx_rsa_public_mb8`: 8 RSA public operations with e = 65537 (`method` from
+    /// [`rsa_pub65537_method`](Self::rsa_pub65537_method)). `inputs` and `outputs`: big-endian,
+    /// exactly `bits / 8` bytes each; `n`: the moduli as little-endian 64-bit limbs, exactly
+    /// `bits / 64` each; `scratch` at least `method.buf_size()` bytes. Every lane must be filled.
+    pub(super) fn rsa_public_mb8(
+        &self,
+        method: &RsaMethod,
+        inputs: &[&[u8]; 8],
+        outputs: &mut [&mut [u8]; 8],
+        n: &[&[u64]; 8],
+        scratch: &mut [u8],
+    ) -> Result<MbxStatus, &'static str> {
+        let public = self
+            .rsa_public_mb8
+            .ok_or("this crypto_mb has no mbx_rsa_public_mb8")?;
+        let bits = method.bits;
+        let bytes = bits as usize / 8;
+        if inputs.iter().any(|x| x.len() != bytes) || outputs.iter().any(|x| x.len() != bytes) {
+            return Err("input or output length is not the modulus length");
+        }
+        if n.iter().any(|x| x.len() != bits as usize / 64) {
+            return Err("modulus has the wrong number of limbs");
+        }
+        if scratch.len() < method.buf_size {
+            return Err("scratch buffer too small");
+        }
+        let from: [*const u8; 8] = std::array::from_fn(|i| inputs[i].as_ptr());
+        let to: [*mut u8; 8] = std::array::from_fn(|i| outputs[i].as_mut_ptr());
+        let moduli: [*const u64; 8] = std::array::from_fn(|i| n[i].as_ptr());
+        // SAFETY: every pointer is valid for what crypto_mb reads or writes for `bits` (checked
+        // above: bits/8 bytes in and out, bits/64 limbs of modulus, buf_size bytes of scratch);
+        // output buffers are distinct `&mut` slices; the method came from this library for the
+        // same `bits`.
+        let status = unsafe {
+            public(
+                from.as_ptr(),
+                to.as_ptr(),
+                moduli.as_ptr(),
+                bits as c_int,
+                method.ptr.as_ptr(),
+                scratch.as_mut_ptr(),
+            )
+        };
+        Ok(status)
     }
 
     /// `mbx_rsa_private_crt_mb8`: 8 RSA private operations with the CRT key parts.

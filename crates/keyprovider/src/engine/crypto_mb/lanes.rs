@@ -142,7 +142,7 @@ pub(super) fn be_to_le_limbs(be: &[u8], limbs: usize) -> Option<Vec<u64>> {
     Some(out)
 }
 
-fn strip_zeros(b: &[u8]) -> &[u8] {
+pub(super) fn strip_zeros(b: &[u8]) -> &[u8] {
     let first = b.iter().position(|&x| x != 0).unwrap_or(b.len());
     &b[first..]
 }
