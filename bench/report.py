@@ -409,7 +409,9 @@ def engines_section(R, out, results_path):
                    "moves a mean, not a median); 7 rounds alternate BoringSSL and every engine, and the "
                    "closing `ratio=` is the median of the per-round ratios (`best=`: best round over best "
                    "round); where crypto_mb runs, `vs=crypto_mb` lines give each backend's per-round "
-                   "ratio to crypto_mb's rate (median and range); then RSA-3072 and RSA-4096 batches of 8 "
+                   "ratio to crypto_mb's rate (median and range); the RSA-2048 public operation that checks "
+                   "every result, BoringSSL one at a time against each engine's batch of 8 "
+                   "(`rsa2048-public` lines); then RSA-3072 and RSA-4096 batches of 8 "
                    "(ifma, avx2, crypto_mb) in 7 rounds each, with the same `ratio=` and `vs=crypto_mb` lines. "
                    "How the engines got there and what was tried: "
                    "[bench/engine-notes.md](../bench/engine-notes.md).\n")

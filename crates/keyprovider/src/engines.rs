@@ -187,10 +187,12 @@ pub fn ranking_for(kind: CpuKind) -> &'static [&'static str] {
 }
 
 /// AMD CPUs with AVX-512 IFMA. AMD EPYC Zen 4 (issue 19's generated ifma kernels with the
-/// and-or table scan; `bench/engine`, medians of 7 per-round ratios, docs/benchmarks.md):
-/// RSA-2048 ifma / crypto_mb 1.02 (per round 1.00-1.03), RSA-3072 1.89, RSA-4096 1.23; ifma
-/// 4.4-4.5x BoringSSL, crypto_mb 4.4x, avx2 1.7x. Our engine first: it needs nothing from
-/// Intel's runtime, and crypto_mb stays second where it is installed.
+/// and-or table scan; `bench/engine`, medians of 7 per-round ratios, four runs,
+/// bench/engine-notes.md): ifma / crypto_mb RSA-2048 1.02-1.05, RSA-3072 1.80-2.57, RSA-4096
+/// 0.98-1.23 (0.98 once, right after the gateway benchmark on CPU 0); ifma 4.4-4.5x BoringSSL,
+/// crypto_mb 4.3-4.4x, avx2 1.7x. End to end (RSA-2048, 64 clients) the two are within noise
+/// (282-309 vs 295-313 µs per handshake). Our engine first: it needs nothing from Intel's
+/// runtime, and crypto_mb stays second where it is installed.
 pub const RANKING_IFMA_AMD: &[&str] = &["ifma", "crypto_mb", "avx2"];
 /// Other CPUs with AVX-512 IFMA (Intel). Intel Xeon (Sapphire Rapids class, measured before
 /// issue 19's kernels, not since: no such machine was lent): crypto_mb 6.5-6.8x BoringSSL,
