@@ -49,40 +49,32 @@ fn crop(a: &[f64], b: &[f64], pct: f64) -> (Vec<f64>, Vec<f64>) {
     )
 }
 
-#[test]
-#[ignore = "timing measurement; run explicitly with --ignored --nocapture"]
-fn dudect_fixed_vs_random_messages() {
-    let samples: usize = std::env::var("DUDECT_SAMPLES")
+/// `DUDECT_SAMPLES` (default 1500).
+fn samples() -> usize {
+    std::env::var("DUDECT_SAMPLES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(1500);
-    let keys: Vec<RsaCrtKey> = load_keys(2048).iter().take(8).map(|c| c.key()).collect();
-    let mut rng = StdRng::seed_from_u64(0xd0d0);
-    // Fixed class: a constant low-Hamming-weight message (1) in every lane.
-    let mut fixed = vec![0u8; 256];
-    fixed[255] = 1;
+        .unwrap_or(1500)
+}
+
+/// For every backend: times `samples` batches per class, the class of each drawn at random,
+/// `lanes(class, rng)` giving the batch's keys and inputs; prints Welch's t (all samples and
+/// cropped at the pooled 90th percentile) on a line starting with `label`.
+fn run_classes<'k>(
+    label: &str,
+    samples: usize,
+    rng: &mut StdRng,
+    mut lanes: impl FnMut(usize, &mut StdRng) -> Vec<(&'k RsaCrtKey, Vec<u8>)>,
+) {
     for backend in backends() {
         let mut times = [Vec::with_capacity(samples), Vec::with_capacity(samples)];
         while times[0].len() < samples || times[1].len() < samples {
             let class = rng.gen_range(0..2usize);
-            let msgs: Vec<Vec<u8>> = (0..8)
-                .map(|_| {
-                    if class == 0 {
-                        fixed.clone()
-                    } else {
-                        let mut m = vec![0u8; 256];
-                        rng.fill(&mut m[1..]);
-                        m
-                    }
-                })
-                .collect();
-            let lanes: Vec<(&RsaCrtKey, &[u8])> = keys
-                .iter()
-                .zip(&msgs)
-                .map(|(k, m)| (k, m.as_slice()))
-                .collect();
+            let batch = lanes(class, rng);
+            let refs: Vec<(&RsaCrtKey, &[u8])> =
+                batch.iter().map(|(k, m)| (*k, m.as_slice())).collect();
             let t = Instant::now();
-            let out = rsa_private_crt_batch_unchecked(backend, &lanes);
+            let out = rsa_private_crt_batch_unchecked(backend, &refs);
             let dt = t.elapsed().as_nanos() as f64;
             std::hint::black_box(out);
             if times[class].len() < samples {
@@ -94,7 +86,7 @@ fn dudect_fixed_vs_random_messages() {
         let t_crop = welch_t(&a, &b);
         let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64 / 1e3;
         println!(
-            "dudect {:<8} samples/class={samples} mean fixed={:.1}us random={:.1}us  t={t_all:+.2}  t(cropped p90)={t_crop:+.2}",
+            "{label} {:<8} samples/class={samples} mean fixed={:.1}us random={:.1}us  t={t_all:+.2}  t(cropped p90)={t_crop:+.2}",
             backend.kind().name(),
             mean(&times[0]),
             mean(&times[1]),
@@ -104,11 +96,30 @@ fn dudect_fixed_vs_random_messages() {
 
 #[test]
 #[ignore = "timing measurement; run explicitly with --ignored --nocapture"]
+fn dudect_fixed_vs_random_messages() {
+    let keys: Vec<RsaCrtKey> = load_keys(2048).iter().take(8).map(|c| c.key()).collect();
+    let mut rng = StdRng::seed_from_u64(0xd0d0);
+    // Fixed class: a constant low-Hamming-weight message (1) in every lane.
+    let mut fixed = vec![0u8; 256];
+    fixed[255] = 1;
+    run_classes("dudect", samples(), &mut rng, |class, rng| {
+        keys.iter()
+            .map(|k| {
+                if class == 0 {
+                    (k, fixed.clone())
+                } else {
+                    let mut m = vec![0u8; 256];
+                    rng.fill(&mut m[1..]);
+                    (k, m)
+                }
+            })
+            .collect()
+    });
+}
+
+#[test]
+#[ignore = "timing measurement; run explicitly with --ignored --nocapture"]
 fn dudect_fixed_vs_random_exponents() {
-    let samples: usize = std::env::var("DUDECT_SAMPLES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1500);
     let base = load_keys(2048);
     let base = &base[..8];
     let mut rng = StdRng::seed_from_u64(0xe0e0);
@@ -147,31 +158,9 @@ fn dudect_fixed_vs_random_exponents() {
         .collect();
     let mut msg = vec![0u8; 256];
     rng.fill(&mut msg[1..]);
-    for backend in backends() {
-        let mut times = [Vec::with_capacity(samples), Vec::with_capacity(samples)];
-        while times[0].len() < samples || times[1].len() < samples {
-            let class = rng.gen_range(0..2usize);
-            let set = rng.gen_range(0..pool.len());
-            let keys = if class == 0 { &fixed[set] } else { &pool[set] };
-            let lanes: Vec<(&RsaCrtKey, &[u8])> =
-                keys.iter().map(|k| (k, msg.as_slice())).collect();
-            let t = Instant::now();
-            let out = rsa_private_crt_batch_unchecked(backend, &lanes);
-            let dt = t.elapsed().as_nanos() as f64;
-            std::hint::black_box(out);
-            if times[class].len() < samples {
-                times[class].push(dt);
-            }
-        }
-        let t_all = welch_t(&times[0], &times[1]);
-        let (a, b) = crop(&times[0], &times[1], 0.9);
-        let t_crop = welch_t(&a, &b);
-        let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64 / 1e3;
-        println!(
-            "dudect-exp {:<8} samples/class={samples} mean fixed={:.1}us random={:.1}us  t={t_all:+.2}  t(cropped p90)={t_crop:+.2}",
-            backend.kind().name(),
-            mean(&times[0]),
-            mean(&times[1]),
-        );
-    }
+    run_classes("dudect-exp", samples(), &mut rng, |class, rng| {
+        let set = rng.gen_range(0..pool.len());
+        let keys = if class == 0 { &fixed[set] } else { &pool[set] };
+        keys.iter().map(|k| (k, msg.clone())).collect()
+    });
 }

@@ -118,19 +118,7 @@ fn main() {
             max(&rates[i]) / boring
         );
     }
-    // Each engine against crypto_mb, round by round (crypto_mb runs right after the others in
-    // every round).
-    if let Some(c) = engines.iter().position(|(name, _)| name == "crypto_mb") {
-        for (i, (name, _)) in engines.iter().enumerate().filter(|&(i, _)| i != c) {
-            let r: Vec<f64> = rates[i].iter().zip(&rates[c]).map(|(a, b)| a / b).collect();
-            println!(
-                "rsa2048 backend={name} vs=crypto_mb ratio={:.2} range={:.2}-{:.2} rounds={ROUNDS}",
-                median(&r),
-                min(&r),
-                max(&r)
-            );
-        }
-    }
+    vs_crypto_mb("rsa2048", &engines, &rates);
     // The public-key check of results (`Engine::rsa_public`), RSA-2048, e = 65537.
     public_check(&engines, &keys, &input, window);
     // The larger keys: only the engines that are fast at RSA-2048 (ifma, avx2, crypto_mb).
@@ -215,42 +203,45 @@ fn larger_keys(engines: &[(String, Box<dyn Engine>)], window: Duration) {
             "\nRSA-{bits} private operations per second on one core (batches of 8):\n  boringssl one at a time          {:8.0}  (median of {ROUNDS} rounds)",
             median(&boring_rates)
         );
+        let ratios: Vec<Vec<f64>> = rates
+            .iter()
+            .map(|r| r.iter().zip(&boring_rates).map(|(a, b)| a / b).collect())
+            .collect();
         for (i, (name, _)) in engines.iter().enumerate() {
-            let r: Vec<f64> = rates[i]
-                .iter()
-                .zip(&boring_rates)
-                .map(|(a, b)| a / b)
-                .collect();
+            let r = &ratios[i];
             println!(
                 "  {name:<32} {:8.0}  (median; batch of 8: {:.2} ms; ratio per round {:.2}-{:.2})",
                 median(&rates[i]),
                 8.0 / median(&rates[i]) * 1000.0,
-                min(&r),
-                max(&r)
+                min(r),
+                max(r)
             );
         }
         for (i, (name, _)) in engines.iter().enumerate() {
-            let r: Vec<f64> = rates[i]
-                .iter()
-                .zip(&boring_rates)
-                .map(|(a, b)| a / b)
-                .collect();
             println!(
                 "rsa{bits} backend={name} ratio={:.2} rounds={ROUNDS}",
-                median(&r)
+                median(&ratios[i])
             );
         }
-        if let Some(c) = engines.iter().position(|(name, _)| name == "crypto_mb") {
-            for (i, (name, _)) in engines.iter().enumerate().filter(|&(i, _)| i != c) {
-                let r: Vec<f64> = rates[i].iter().zip(&rates[c]).map(|(a, b)| a / b).collect();
-                println!(
-                    "rsa{bits} backend={name} vs=crypto_mb ratio={:.2} range={:.2}-{:.2} rounds={ROUNDS}",
-                    median(&r),
-                    min(&r),
-                    max(&r)
-                );
-            }
-        }
+        vs_crypto_mb(&format!("rsa{bits}"), engines, &rates);
+    }
+}
+
+/// Each engine against crypto_mb, round by round (crypto_mb runs right after the others in
+/// every round): `<label> backend=<name> vs=crypto_mb ratio=<median> range=<lo>-<hi>`, where
+/// crypto_mb runs.
+fn vs_crypto_mb(label: &str, engines: &[(String, Box<dyn Engine>)], rates: &[Vec<f64>]) {
+    let Some(c) = engines.iter().position(|(name, _)| name == "crypto_mb") else {
+        return;
+    };
+    for (i, (name, _)) in engines.iter().enumerate().filter(|&(i, _)| i != c) {
+        let r: Vec<f64> = rates[i].iter().zip(&rates[c]).map(|(a, b)| a / b).collect();
+        println!(
+            "{label} backend={name} vs=crypto_mb ratio={:.2} range={:.2}-{:.2} rounds={ROUNDS}",
+            median(&r),
+            min(&r),
+            max(&r)
+        );
     }
 }
 

@@ -196,26 +196,21 @@ impl CryptoMbLib {
 
     /// `mbx_RSA_private_crt_Method(bits)` and `mbx_RSA_Method_BufSize(method)`.
     pub(super) fn rsa_private_crt_method(&self, bits: u32) -> Option<RsaMethod> {
-        let c_bits = c_int::try_from(bits).ok()?;
-        // SAFETY: takes an integer, returns a pointer to static data or NULL for other sizes.
-        let ptr = NonNull::new(unsafe { (self.rsa_private_crt_method)(c_bits) } as *mut c_void)?;
-        // SAFETY: `ptr` is a method returned by the library just above.
-        let size = unsafe { (self.rsa_method_buf_size)(ptr.as_ptr()) };
-        let buf_size = usize::try_from(size).ok().filter(|&s| s > 0)?;
-        Some(RsaMethod {
-            ptr,
-            bits,
-            buf_size,
-        })
+        self.rsa_method(self.rsa_private_crt_method, bits)
     }
 
     /// `mbx_RSA_pub65537_Method(bits)` and its buffer size; `None` where the library lacks
     /// the public operation or the size.
     pub(super) fn rsa_pub65537_method(&self, bits: u32) -> Option<RsaMethod> {
-        let method = self.rsa_pub65537_method?;
+        self.rsa_method(self.rsa_pub65537_method?, bits)
+    }
+
+    /// The method `get(bits)` returns, with `mbx_RSA_Method_BufSize` of it.
+    fn rsa_method(&self, get: RsaMethodFn, bits: u32) -> Option<RsaMethod> {
         let c_bits = c_int::try_from(bits).ok()?;
-        // SAFETY: takes an integer, returns a pointer to static data or NULL for other sizes.
-        let ptr = NonNull::new(unsafe { method(c_bits) } as *mut c_void)?;
+        // SAFETY: `get` is one of the library's `mbx_RSA_*_Method(int)` entry points: it takes
+        // an integer and returns a pointer to static data, or NULL for other sizes.
+        let ptr = NonNull::new(unsafe { get(c_bits) } as *mut c_void)?;
         // SAFETY: `ptr` is a method returned by the library just above.
         let size = unsafe { (self.rsa_method_buf_size)(ptr.as_ptr()) };
         let buf_size = usize::try_from(size).ok().filter(|&s| s > 0)?;
