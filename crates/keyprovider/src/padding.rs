@@ -205,15 +205,32 @@ fn mgf1(digest: Digest, seed: &[u8], len: usize) -> Result<Vec<u8>, PaddingError
 /// Check a raw RSA private-key result: `result^e mod n` must equal the input that was
 /// exponentiated. Catches faulty CRT results (which would leak a prime) before they leave.
 pub fn rsa_result_is_valid(public: &Rsa<Public>, input: &[u8], result: &[u8]) -> bool {
+    input.len() == public.size() as usize
+        && rsa_public_back(public, result)
+            .is_some_and(|back| back_is_valid(input, None, &back, public.n().num_bits() as usize))
+}
+
+/// `result^e mod n` by BoringSSL's public operation; `None` unless `result` is as long as the
+/// modulus and the operation succeeds.
+pub fn rsa_public_back(public: &Rsa<Public>, result: &[u8]) -> Option<Vec<u8>> {
     let k = public.size() as usize;
-    if result.len() != k || input.len() != k {
-        return false;
+    if result.len() != k {
+        return None;
     }
     let mut back = vec![0u8; k];
     match public.public_encrypt(result, &mut back, Padding::NONE) {
-        Ok(n) if n == k => boring::memcmp::eq(&back, input),
-        _ => false,
+        Ok(n) if n == k => Some(back),
+        _ => None,
     }
+}
+
+/// Whether `back`, an RSA result raised to `e` mod `n` (by BoringSSL, or by an engine's batched
+/// public operation), shows the result right: it equals `input` (constant-time compare), or,
+/// for a PSS signature `view`, it is a valid EMSA-PSS encoding of the view's hash for a
+/// `mod_bits`-bit modulus (a token-made PSS signature carries the token's salt).
+pub fn back_is_valid(input: &[u8], view: Option<&SignView>, back: &[u8], mod_bits: usize) -> bool {
+    (back.len() == input.len() && boring::memcmp::eq(back, input))
+        || view.is_some_and(|v| v.pss && pss_verify(v.digest, &v.hash, back, mod_bits))
 }
 
 /// EMSA-PSS-VERIFY (RFC 8017 9.1.2) with MGF1 over the same digest and salt length = digest
@@ -272,30 +289,10 @@ pub fn rsa_signature_is_valid(
     view: &SignView,
     result: &[u8],
 ) -> bool {
-    let k = public.size() as usize;
-    if result.len() != k || input.len() != k {
-        return false;
-    }
-    let mut back = vec![0u8; k];
-    match public.public_encrypt(result, &mut back, Padding::NONE) {
-        Ok(n) if n == k => {
-            signature_back_is_valid(input, view, &back, public.n().num_bits() as usize)
-        }
-        _ => false,
-    }
-}
-
-/// [`rsa_signature_is_valid`] given `back`, the result already raised to `e` mod `n` (by a
-/// batched public operation): it equals `input`, or for a PSS view it is a valid EMSA-PSS
-/// encoding of the view's hash for a `mod_bits`-bit modulus.
-pub fn signature_back_is_valid(
-    input: &[u8],
-    view: &SignView,
-    back: &[u8],
-    mod_bits: usize,
-) -> bool {
-    (back.len() == input.len() && boring::memcmp::eq(back, input))
-        || (view.pss && pss_verify(view.digest, &view.hash, back, mod_bits))
+    input.len() == public.size() as usize
+        && rsa_public_back(public, result).is_some_and(|back| {
+            back_is_valid(input, Some(view), &back, public.n().num_bits() as usize)
+        })
 }
 
 #[cfg(test)]

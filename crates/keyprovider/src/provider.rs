@@ -11,9 +11,7 @@ use std::time::Instant;
 use crate::engine::software::{ecdsa_one, rsa_one};
 use crate::engine::{EcdsaLane, Engine, Executor, LaneError, LaneResult, RsaLane};
 use crate::op::{OpClass, OpError, OpKind, OpResult, PendingOp};
-use crate::padding::{
-    rsa_result_is_valid, rsa_signature_is_valid, signature_back_is_valid, SignView,
-};
+use crate::padding::{back_is_valid, rsa_public_back, SignView};
 use crate::stats::ProviderStats;
 
 /// Where a provider's batches are computed. Fixed when the provider is built.
@@ -421,34 +419,28 @@ fn scalar_one(op: &PendingOp) -> LaneResult {
 }
 
 /// RSA: `result^e == input` (a signature made with a device's PSS mechanism: or a valid
-/// EMSA-PSS encoding of the same hash, see [`rsa_signature_is_valid`]). ECDSA: the signature
-/// verifies with the public key.
-///
-/// `back`, where given, is `result^e mod n` already computed (the engine's batched public
-/// operation); it is compared the same way BoringSSL's own would be.
+/// EMSA-PSS encoding of the same hash, see [`back_is_valid`]), with `result^e mod n` from
+/// `back` where given (the engine's batched public operation), else from BoringSSL. ECDSA: the
+/// signature verifies with the public key.
 fn result_is_valid(op: &PendingOp, result: &[u8], back: Option<&[u8]>) -> bool {
-    if let (Some(back), Some(parts)) = (back, op.key.rsa.as_ref()) {
-        let k = (parts.bits as usize).div_ceil(8);
-        if result.len() != k || op.input.len() != k || back.len() != k {
-            return false;
+    match op.kind {
+        OpKind::RsaSign | OpKind::RsaDecrypt => {
+            let Some(public) = op.key.rsa_public.as_ref() else {
+                return false;
+            };
+            let k = public.size() as usize;
+            if result.len() != k || op.input.len() != k {
+                return false;
+            }
+            let view = op.signing.as_ref().filter(|_| op.kind == OpKind::RsaSign);
+            let bits = public.n().num_bits() as usize;
+            match back {
+                Some(back) => back_is_valid(&op.input, view, back, bits),
+                None => rsa_public_back(public, result)
+                    .is_some_and(|back| back_is_valid(&op.input, view, &back, bits)),
+            }
         }
-        return match (op.kind, &op.signing) {
-            (OpKind::RsaSign, Some(view)) => signature_back_is_valid(&op.input, view, back, 8 * k),
-            _ => boring::memcmp::eq(back, &op.input),
-        };
-    }
-    match (op.kind, &op.signing) {
-        (OpKind::RsaSign, Some(view)) => op
-            .key
-            .rsa_public
-            .as_ref()
-            .is_some_and(|p| rsa_signature_is_valid(p, &op.input, view, result)),
-        (OpKind::RsaSign | OpKind::RsaDecrypt, _) => op
-            .key
-            .rsa_public
-            .as_ref()
-            .is_some_and(|p| rsa_result_is_valid(p, &op.input, result)),
-        (OpKind::EcdsaSign, _) => {
+        OpKind::EcdsaSign => {
             let (Some(public), Ok(sig)) = (
                 op.key.ec_public.as_ref(),
                 boring::ecdsa::EcdsaSig::from_der(result),

@@ -74,9 +74,7 @@ impl MbMathEngine {
         }
         Ok(key)
     }
-}
 
-impl MbMathEngine {
     /// `f` over the lanes whose keys convert (each lane's input with its engine key); a lane
     /// whose key does not convert gets that error, the rest `f`'s results in lane order.
     fn per_key(

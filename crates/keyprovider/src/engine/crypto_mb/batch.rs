@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 
-use super::lanes::{be_to_le_limbs, der_signature, random_scalar, wipe, wipe_limbs, LANES};
+use super::lanes::{be_to_le_limbs, der_signature, is_f4, random_scalar, wipe, wipe_limbs, LANES};
 use super::{ffi, CryptoMbEngine};
 use crate::engine::{LaneError, LaneResult, RsaLane};
 
@@ -72,8 +72,9 @@ impl CryptoMbEngine {
     }
 
     /// One `mbx_rsa_public_mb8` (e = 65537) of up to 8 lanes of one size (`method` from
-    /// `mbx_RSA_pub65537_Method`): each lane's input raised to `e` mod `n`. `lanes` were
-    /// validated (input below `n`, `bits` bits); everything here is public.
+    /// `mbx_RSA_pub65537_Method`): each lane's input raised to `e` mod `n`; a lane whose key has
+    /// another exponent gets `Unsupported`. `lanes` were validated (input below `n`, `bits`
+    /// bits); everything here is public.
     pub(super) fn rsa_public_batch(
         &self,
         method: &ffi::RsaMethod,
@@ -83,16 +84,14 @@ impl CryptoMbEngine {
         debug_assert!(!lanes.is_empty() && lanes.len() <= LANES);
         let bytes = bits as usize / 8;
         let mut results: Vec<Option<LaneResult>> = vec![None; lanes.len()];
-        let moduli: Vec<Vec<u64>> = lanes
-            .iter()
-            .enumerate()
-            .map(|(i, lane)| {
-                be_to_le_limbs(&lane.key.n, bits as usize / 64).unwrap_or_else(|| {
-                    results[i] = Some(Err(LaneError::Unsupported));
-                    Vec::new()
-                })
-            })
-            .collect();
+        let mut moduli: Vec<Vec<u64>> = Vec::with_capacity(lanes.len());
+        for (i, lane) in lanes.iter().enumerate() {
+            let n = be_to_le_limbs(&lane.key.n, bits as usize / 64).filter(|_| is_f4(lane.key));
+            if n.is_none() {
+                results[i] = Some(Err(LaneError::Unsupported));
+            }
+            moduli.push(n.unwrap_or_default());
+        }
         let good: Vec<usize> = (0..lanes.len()).filter(|&i| results[i].is_none()).collect();
         if !good.is_empty() {
             let slot = slots(&good);

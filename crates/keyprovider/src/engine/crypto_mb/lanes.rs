@@ -18,6 +18,11 @@ const P256_N: [u8; 32] = [
     0xBC, 0xE6, 0xFA, 0xAD, 0xA7, 0x17, 0x9E, 0x84, 0xF3, 0xB9, 0xCA, 0xC2, 0xFC, 0x63, 0x25, 0x51,
 ];
 
+/// Whether the key's public exponent is 65537, the only one `mbx_rsa_public_mb8` computes.
+pub(super) fn is_f4(key: &RsaKeyParts) -> bool {
+    strip_zeros(&key.e) == [1, 0, 1]
+}
+
 /// Validate one RSA lane; returns its size group (index into `RSA_BITS`).
 pub(super) fn check_rsa_lane(lane: &RsaLane<'_>) -> Result<usize, LaneError> {
     let k: &RsaKeyParts = lane.key;
@@ -142,7 +147,7 @@ pub(super) fn be_to_le_limbs(be: &[u8], limbs: usize) -> Option<Vec<u64>> {
     Some(out)
 }
 
-pub(super) fn strip_zeros(b: &[u8]) -> &[u8] {
+fn strip_zeros(b: &[u8]) -> &[u8] {
     let first = b.iter().position(|&x| x != 0).unwrap_or(b.len());
     &b[first..]
 }

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Capabilities, EcdsaLane, Engine, LaneError, LaneResult, RsaLane};
 use crate::options::EngineOptions;
-use lanes::{check_ecdsa_lane, check_rsa_lane, strip_zeros, wipe_limbs, LANES, RSA_BITS};
+use lanes::{check_ecdsa_lane, check_rsa_lane, is_f4, wipe_limbs, LANES, RSA_BITS};
 use library::{open_library, CRYPTO_MB_SONAME};
 
 pub use library::{probe, CryptoMbProbe};
@@ -183,30 +183,11 @@ impl Engine for CryptoMbEngine {
     /// `mbx_rsa_public_mb8` for keys with e = 65537 (crypto_mb's only public exponent; other
     /// lanes go to BoringSSL's check), batches of at least [`PUBLIC_MIN_BATCH`] such lanes.
     fn rsa_public(&self, lanes: &[RsaLane<'_>]) -> Option<Vec<LaneResult>> {
-        let f4 = |l: &RsaLane<'_>| strip_zeros(&l.key.e) == [1, 0, 1];
-        if lanes.iter().filter(|l| f4(l)).count() < PUBLIC_MIN_BATCH {
+        if lanes.iter().filter(|l| is_f4(l.key)).count() < PUBLIC_MIN_BATCH {
             return None;
         }
         Some(by_size(lanes, |g, batch| match &self.public_methods[g] {
-            Some(m) => {
-                let ok: Vec<&RsaLane<'_>> = batch.iter().copied().filter(|l| f4(l)).collect();
-                let mut out = if ok.is_empty() {
-                    Vec::new()
-                } else {
-                    self.rsa_public_batch(m, RSA_BITS[g], &ok)
-                }
-                .into_iter();
-                batch
-                    .iter()
-                    .map(|l| {
-                        if f4(l) {
-                            out.next().unwrap_or(Err(LaneError::Unsupported))
-                        } else {
-                            Err(LaneError::Unsupported)
-                        }
-                    })
-                    .collect()
-            }
+            Some(m) => self.rsa_public_batch(m, RSA_BITS[g], batch),
             None => vec![Err(LaneError::Unsupported); batch.len()],
         }))
     }
