@@ -26,6 +26,7 @@ use crate::token::IfmaToken;
 
 mod kernel20;
 mod ops;
+pub(crate) mod x25519;
 
 use ops::{add, eq_vec, hi, lo, or_and, shr52, BITS, MASK};
 

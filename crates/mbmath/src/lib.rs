@@ -125,6 +125,7 @@ mod mont;
 mod portable;
 mod rsa;
 mod token;
+mod x25519;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -141,6 +142,7 @@ pub use kind::BackendKind;
 pub use mont::{mont_mul_1024_lanes, mont_sqr_1024_lanes};
 pub use rsa::{rsa_private_crt_batch, rsa_public_batch, rsa_public_batch_vartime, RsaCrtKey};
 pub use token::{Avx2Token, FmaToken, IfmaToken};
+pub use x25519::{x25519_batch, x25519_portable, X25519Job, X25519_BASE_POINT, X25519_LANES};
 
 #[doc(hidden)]
 pub use rsa::rsa_private_crt_batch_unchecked;

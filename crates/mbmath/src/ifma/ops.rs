@@ -97,3 +97,31 @@ pub(super) fn lane_mask(keep: bool) -> __m512i {
     // SAFETY: as in `lo`.
     unsafe { _mm512_set1_epi64(-i64::from(keep)) }
 }
+
+/// `a >> 51` per lane (the X25519 field's limb size).
+#[inline(always)]
+pub(super) fn shr51(a: __m512i) -> __m512i {
+    // SAFETY: as in `lo`.
+    unsafe { _mm512_srli_epi64::<51>(a) }
+}
+
+/// `a << S` per lane.
+#[inline(always)]
+pub(super) fn shl<const S: u32>(a: __m512i) -> __m512i {
+    // SAFETY: as in `lo`.
+    unsafe { _mm512_slli_epi64::<S>(a) }
+}
+
+/// `a >> s` per lane, logical, for a public shift count `s < 64`.
+#[inline(always)]
+pub(super) fn shr_var(a: __m512i, s: u32) -> __m512i {
+    // SAFETY: as in `lo`.
+    unsafe { _mm512_srlv_epi64(a, _mm512_set1_epi64(i64::from(s))) }
+}
+
+/// `c` in every lane.
+#[inline(always)]
+pub(super) fn splat(c: u64) -> __m512i {
+    // SAFETY: as in `lo`.
+    unsafe { _mm512_set1_epi64(c as i64) }
+}
