@@ -44,6 +44,10 @@ pub struct ProviderConfig {
     pub engine: EngineChoice,
     /// Envoy semantics (always the engine) vs quickshake's (scalar path below the crossover).
     pub envoy_semantics: bool,
+    /// `quickshake.batching`'s `batch_key_exchange` (default true): TLS 1.3 X25519 key
+    /// exchanges of handshakes on this certificate are batched on the engine too, where it
+    /// has a batched X25519. Envoy's providers: false (Envoy computes them in BoringSSL).
+    pub batch_key_exchange: bool,
 }
 
 fn field(cfg: &PrivateKeyProvider, name: &str) -> String {
@@ -129,6 +133,7 @@ fn decode_cryptomb(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderE
         mode: BatchingMode::Timer,
         engine: EngineChoice::Auto,
         envoy_semantics: true,
+        batch_key_exchange: false,
     })
 }
 
@@ -142,6 +147,7 @@ fn decode_qat(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderError>
         mode: BatchingMode::Timer,
         engine: EngineChoice::Qat,
         envoy_semantics: true,
+        batch_key_exchange: false,
     })
 }
 
@@ -149,8 +155,21 @@ fn decode_batching(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderE
     check_type(cfg, &[BATCHING_TYPE])?;
     check_fields(
         cfg,
-        &["private_key", "poll_delay", "engine", "batching", "fault"],
+        &[
+            "private_key",
+            "poll_delay",
+            "engine",
+            "batching",
+            "fault",
+            "batch_key_exchange",
+        ],
     )?;
+    let batch_key_exchange = match cfg.typed_config.get("batch_key_exchange") {
+        None => true,
+        Some(v) => v
+            .as_bool()
+            .ok_or_else(|| invalid(field(cfg, "batch_key_exchange"), "expected true or false"))?,
+    };
     let mode = match cfg.typed_config.get("batching").map(|v| v.as_str()) {
         None | Some(Some("adaptive")) => BatchingMode::Adaptive,
         Some(Some("timer")) => BatchingMode::Timer,
@@ -183,6 +202,7 @@ fn decode_batching(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderE
         mode,
         engine,
         envoy_semantics: false,
+        batch_key_exchange,
     })
 }
 

@@ -2,6 +2,8 @@
 //! the input (hash and pad), queue it on this worker and return at once; the handshake resumes
 //! when the batch holding the operation is processed.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use boring::ssl::{
@@ -9,8 +11,9 @@ use boring::ssl::{
     SslSignatureAlgorithm,
 };
 
+use crate::engine::wipe;
 use crate::key::{KeyType, ProviderKey};
-use crate::op::{OpKind, PendingOp};
+use crate::op::{KexShare, OpKind, PendingOp};
 use crate::padding::{pkcs1_v15_hashed, pss_hashed, SigAlg, SignView};
 use crate::queue::Queues;
 
@@ -38,6 +41,37 @@ impl ProviderMethod {
     /// key's token refuses raw RSA decryption: the context then leaves those suites out).
     pub fn rsa_key_exchange(&self) -> bool {
         self.key.rsa.is_none() || self.queues.provider().rsa_decrypt_supported()
+    }
+
+    /// Whether handshakes on this certificate may queue their X25519 key exchange here
+    /// ([`x25519`](Self::x25519)): `batch_key_exchange` is on and the engine has a batched X25519.
+    pub fn batches_key_exchange(&self) -> bool {
+        self.queues.provider().batches_key_exchange()
+    }
+
+    /// Queue one X25519 key exchange with the peer's 32-byte share on this worker. Resolves to
+    /// our share and the secret, or to `None` when the handshake should compute it itself (not
+    /// batched here, a batch below the crossover, an engine error, a low-order share).
+    pub fn x25519(&self, peer: &[u8]) -> Pin<Box<dyn Future<Output = Option<KexShare>> + Send>> {
+        if peer.len() != 32 || !self.batches_key_exchange() {
+            return Box::pin(async { None });
+        }
+        let (op, rx) = PendingOp::new(OpKind::X25519, self.key.clone(), peer.to_vec());
+        self.queues.submit(op);
+        Box::pin(async move {
+            let mut bytes = rx.await.ok()?.ok()?;
+            let share = (bytes.len() == 64).then(|| {
+                let mut s = KexShare {
+                    public: [0; 32],
+                    secret: [0; 32],
+                };
+                s.public.copy_from_slice(&bytes[..32]);
+                s.secret.copy_from_slice(&bytes[32..]);
+                s
+            });
+            wipe(&mut bytes);
+            share
+        })
     }
 
     fn queue(

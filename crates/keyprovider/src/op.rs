@@ -15,6 +15,9 @@ use crate::padding::SignView;
 pub enum OpClass {
     Rsa,
     Ecdsa,
+    /// TLS 1.3 key exchanges (X25519), batched for handshakes whose certificate has this
+    /// provider; not private-key operations, but computed on the same engine and worker.
+    Kex,
 }
 
 /// What an operation computes.
@@ -23,6 +26,9 @@ pub enum OpKind {
     RsaSign,
     RsaDecrypt,
     EcdsaSign,
+    /// Our X25519 key share and the shared secret for the peer's share in `input` (32 bytes);
+    /// the result is the share followed by the secret (64 bytes).
+    X25519,
 }
 
 impl OpKind {
@@ -30,6 +36,7 @@ impl OpKind {
         match self {
             OpKind::RsaSign | OpKind::RsaDecrypt => OpClass::Rsa,
             OpKind::EcdsaSign => OpClass::Ecdsa,
+            OpKind::X25519 => OpClass::Kex,
         }
     }
 }
@@ -43,6 +50,10 @@ pub enum OpError {
     Verify,
     #[error("unsupported operation for this key")]
     Unsupported,
+    /// A key exchange left to BoringSSL (a batch below the engine's crossover, an engine error
+    /// or a low-order peer share): the handshake computes it itself.
+    #[error("key exchange left to the handshake")]
+    Inline,
 }
 
 pub type OpResult = Result<Vec<u8>, OpError>;
@@ -84,5 +95,25 @@ impl PendingOp {
     pub fn with_signing(mut self, view: SignView) -> PendingOp {
         self.signing = Some(view);
         self
+    }
+}
+
+/// Our X25519 key share and the shared secret of one handshake's key exchange, from a batch.
+/// `Debug` prints neither; the secret is wiped on drop.
+pub struct KexShare {
+    pub public: [u8; 32],
+    pub secret: [u8; 32],
+}
+
+impl std::fmt::Debug for KexShare {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KexShare(X25519, <secret redacted>)")
+    }
+}
+
+impl Drop for KexShare {
+    fn drop(&mut self) {
+        self.secret.fill(0);
+        std::hint::black_box(&mut self.secret);
     }
 }

@@ -9,10 +9,19 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::engine::software::{ecdsa_one, rsa_one};
-use crate::engine::{EcdsaLane, Engine, Executor, LaneError, LaneResult, RsaLane};
+use crate::engine::{
+    wipe, EcdsaLane, Engine, Executor, LaneError, LaneResult, RsaLane, X25519Lane,
+};
 use crate::op::{OpClass, OpError, OpKind, OpResult, PendingOp};
 use crate::padding::{back_is_valid, rsa_public_back, SignView};
 use crate::stats::ProviderStats;
+
+/// The X25519 base point's u-coordinate (9): `X25519(k, 9)` is the public share of `k`.
+const X25519_BASE: [u8; 32] = {
+    let mut b = [0u8; 32];
+    b[0] = 9;
+    b
+};
 
 /// Where a provider's batches are computed. Fixed when the provider is built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +62,9 @@ pub struct ProviderSettings {
     /// On an engine error, redo the operation in software instead of failing the handshake.
     pub fallback: bool,
     pub placement: Placement,
+    /// Batch X25519 key exchanges ([`OpClass::Kex`]) on the engine; only set where the
+    /// engine has a batched X25519.
+    pub batch_key_exchange: bool,
 }
 
 pub struct ProviderCore {
@@ -97,6 +109,11 @@ impl ProviderCore {
 
     pub fn settings(&self) -> ProviderSettings {
         self.settings
+    }
+
+    /// Whether handshakes may queue their X25519 key exchange here ([`OpClass::Kex`]).
+    pub fn batches_key_exchange(&self) -> bool {
+        self.settings.batch_key_exchange
     }
 
     /// Whether a batch is computing off the worker (on the batch thread) right now.
@@ -205,6 +222,9 @@ impl ProviderCore {
 
     /// Compute one batch and reply to every operation in it, on the calling thread.
     fn process(&self, class: OpClass, batch: Vec<PendingOp>) {
+        if class == OpClass::Kex {
+            return self.process_kex(batch);
+        }
         let caps = self.engine.capabilities();
         let size = batch.len();
         let min = match class {
@@ -212,7 +232,7 @@ impl ProviderCore {
                 self.stats.rsa_queue_sizes.record(size as f64);
                 caps.rsa_min_batch
             }
-            OpClass::Ecdsa => {
+            OpClass::Ecdsa | OpClass::Kex => {
                 self.stats.ecdsa_queue_sizes.record(size as f64);
                 caps.ecdsa_min_batch
             }
@@ -222,6 +242,7 @@ impl ProviderCore {
                 OpKind::RsaSign => self.stats.rsa_sign.inc(),
                 OpKind::RsaDecrypt => self.stats.rsa_decrypt.inc(),
                 OpKind::EcdsaSign => self.stats.ecdsa_sign.inc(),
+                OpKind::X25519 => {}
             }
         }
         // Operations the engine does not compute (a key size, ECDSA) and, for
@@ -234,6 +255,7 @@ impl ProviderCore {
                     .is_some_and(|k| caps.rsa_bits.contains(&k.bits))
             }),
             OpClass::Ecdsa => caps.ecdsa_p256,
+            OpClass::Kex => false,
         };
         let scalar = !supported || (self.settings.use_crossover && size < min);
         let results = if scalar {
@@ -244,7 +266,7 @@ impl ProviderCore {
         };
         let backs = match class {
             OpClass::Rsa => self.batched_public(&batch, &results),
-            OpClass::Ecdsa => Vec::new(),
+            OpClass::Ecdsa | OpClass::Kex => Vec::new(),
         };
         for (i, (op, raw)) in batch.into_iter().zip(results).enumerate() {
             let back = backs.get(i).and_then(|b| b.as_deref());
@@ -258,6 +280,90 @@ impl ProviderCore {
             // The handshake may be gone (client closed); nothing to do then.
             let _ = op.reply.send(result);
         }
+    }
+
+    /// Key exchanges: a fresh scalar per exchange from BoringSSL's RNG, our share
+    /// `X25519(k, 9)` and the secret `X25519(k, peer)`, all in one engine call. There is no
+    /// check of the results to make, nor a need for one: the scalar is ephemeral (no
+    /// long-term key for a fault to leak), and a wrong share or secret only fails that
+    /// handshake's Finished. A batch below the engine's crossover, an engine error and an
+    /// all-zero secret (a low-order peer share) go back to the handshake, which computes (and
+    /// rejects) as BoringSSL always does.
+    fn process_kex(&self, batch: Vec<PendingOp>) {
+        let size = batch.len();
+        let results = if size < self.engine.capabilities().x25519_min_batch {
+            vec![Err(OpError::Inline); size]
+        } else {
+            self.run_kex(&batch)
+        };
+        for (op, result) in batch.into_iter().zip(results) {
+            if let Some(kex) = &self.stats.kex {
+                match result {
+                    Ok(_) => kex.batched.inc(),
+                    Err(_) => kex.inline.inc(),
+                }
+            }
+            let _ = op.reply.send(result);
+        }
+        if let Some(kex) = &self.stats.kex {
+            kex.queue_sizes.record(size as f64);
+        }
+    }
+
+    fn run_kex(&self, batch: &[PendingOp]) -> Vec<OpResult> {
+        let mut scalars = vec![[0u8; 32]; batch.len()];
+        if scalars
+            .iter_mut()
+            .any(|s| boring::rand::rand_bytes(s).is_err())
+        {
+            return vec![Err(OpError::Inline); batch.len()];
+        }
+        let peers: Vec<[u8; 32]> = batch
+            .iter()
+            .map(|op| op.input.as_slice().try_into().unwrap_or(X25519_BASE))
+            .collect();
+        let lanes: Vec<X25519Lane<'_>> = scalars
+            .iter()
+            .zip(&peers)
+            .flat_map(|(scalar, peer)| {
+                [
+                    X25519Lane {
+                        scalar,
+                        point: &X25519_BASE,
+                    },
+                    X25519Lane {
+                        scalar,
+                        point: peer,
+                    },
+                ]
+            })
+            .collect();
+        let outcome = catch_unwind(AssertUnwindSafe(|| self.engine.x25519(&lanes)));
+        let n = lanes.len();
+        drop(lanes);
+        for s in &mut scalars {
+            wipe(s);
+        }
+        let out = match outcome {
+            Ok(out) if out.len() == n => out,
+            _ => {
+                self.log_once("the engine's X25519 failed; the handshakes compute it");
+                return vec![Err(OpError::Inline); batch.len()];
+            }
+        };
+        batch
+            .iter()
+            .zip(out.chunks(2))
+            .map(|(op, pair)| match pair {
+                [Ok(share), Ok(secret)] if op.input.len() == 32 && secret != &[0u8; 32] => {
+                    let mut v = Vec::with_capacity(64);
+                    v.extend_from_slice(share);
+                    v.extend_from_slice(secret);
+                    Ok(v)
+                }
+                _ => Err(OpError::Inline),
+            })
+            .collect()
     }
 
     /// The engine call, contained: a panic fails the lanes of this batch only.
@@ -289,6 +395,7 @@ impl ProviderCore {
                 }
                 self.engine.rsa_private(&lanes)
             }
+            OpClass::Kex => vec![Err(LaneError::Unsupported); batch.len()],
             OpClass::Ecdsa => {
                 let lanes: Vec<EcdsaLane<'_>> = batch
                     .iter()
@@ -415,6 +522,7 @@ fn scalar_one(op: &PendingOp) -> LaneResult {
                 digest: &op.input,
             })
         }
+        OpKind::X25519 => Err(LaneError::Unsupported),
     }
 }
 
@@ -449,6 +557,7 @@ fn result_is_valid(op: &PendingOp, result: &[u8], back: Option<&[u8]>) -> bool {
             };
             sig.verify(&op.input, public).unwrap_or(false)
         }
+        OpKind::X25519 => false,
     }
 }
 

@@ -224,18 +224,31 @@ impl Providers {
         };
         self.report(cfg, &decoded, Some(name.clone()), false, why);
         let placement = Placement::for_engine(engine.as_ref(), self.options.batch_threads);
+        let batch_key_exchange =
+            decoded.batch_key_exchange && engine.capabilities().x25519_min_batch != usize::MAX;
+        let stats = if batch_key_exchange {
+            stats.with_key_exchange()
+        } else {
+            stats
+        };
         let core = Arc::new(ProviderCore::new(
             engine,
             ProviderSettings {
                 use_crossover: !decoded.envoy_semantics,
                 fallback: cfg.fallback,
                 placement,
+                batch_key_exchange,
             },
             stats,
         ));
+        let kex = if batch_key_exchange {
+            ", X25519 batched"
+        } else {
+            ""
+        };
         let queues = Arc::new(Queues::new(decoded.mode, decoded.poll_delay, core));
         let description = format!(
-            "{} (engine {name}, batching {mode}, fallback {})",
+            "{} (engine {name}, batching {mode}, fallback {}{kex})",
             decoded.provider_name, cfg.fallback
         );
         Ok(self.provide(id, settings, queues, key, description))
@@ -333,6 +346,7 @@ impl Providers {
                 use_crossover: false,
                 fallback: cfg.fallback,
                 placement,
+                batch_key_exchange: false,
             },
             stats,
         ));

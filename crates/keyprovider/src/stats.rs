@@ -16,6 +16,8 @@ pub const WAIT_BUCKETS: [f64; 14] = [
 pub struct ProviderStats {
     pub rsa_queue_sizes: Histogram,
     pub ecdsa_queue_sizes: Histogram,
+    /// Only for providers that batch key exchanges ([`ProviderStats::with_key_exchange`]).
+    pub kex: Option<KexStats>,
     pub rsa_sign: Counter,
     pub rsa_decrypt: Counter,
     pub ecdsa_sign: Counter,
@@ -44,6 +46,7 @@ impl ProviderStats {
             rsa_queue_sizes: store.histogram(&format!("{p}rsa_queue_sizes"), &QUEUE_SIZE_BUCKETS),
             ecdsa_queue_sizes: store
                 .histogram(&format!("{p}ecdsa_queue_sizes"), &QUEUE_SIZE_BUCKETS),
+            kex: None,
             rsa_sign: c("rsa_sign"),
             rsa_decrypt: c("rsa_decrypt"),
             ecdsa_sign: c("ecdsa_sign"),
@@ -60,6 +63,20 @@ impl ProviderStats {
     }
 
     /// Mark the engine in use: gauge `cryptomb.engine.<name>` = 1.
+    /// These stats with the key-exchange ones registered (`x25519`, `x25519_inline`,
+    /// `x25519_queue_sizes`), for a provider that batches X25519.
+    pub fn with_key_exchange(mut self) -> Self {
+        let p = &self.scope;
+        self.kex = Some(KexStats {
+            queue_sizes: self
+                .store
+                .histogram(&format!("{p}x25519_queue_sizes"), &QUEUE_SIZE_BUCKETS),
+            batched: self.store.counter(&format!("{p}x25519")),
+            inline: self.store.counter(&format!("{p}x25519_inline")),
+        });
+        self
+    }
+
     pub fn set_engine(&self, name: &str) {
         let safe: String = name
             .chars()
@@ -75,4 +92,13 @@ impl ProviderStats {
             .gauge(&format!("{}engine.{safe}", self.scope))
             .set(1);
     }
+}
+
+/// A key-exchange batching provider's stats: batch sizes, exchanges computed by the engine and
+/// those handed back to the handshake (below the crossover, an engine error, a low-order share).
+#[derive(Clone)]
+pub struct KexStats {
+    pub queue_sizes: Histogram,
+    pub batched: Counter,
+    pub inline: Counter,
 }

@@ -42,7 +42,10 @@ pub struct X25519Job<'a> {
 /// is returned as it is: the caller rejects it, as RFC 7748 section 6.1 says a TLS peer must.
 pub fn x25519_batch(backend: Backend, jobs: &[X25519Job<'_>]) -> Result<Vec<[u8; 32]>, MathError> {
     match backend {
-        Backend::Portable => Ok(jobs.iter().map(|j| x25519_portable(j.scalar, j.point)).collect()),
+        Backend::Portable => Ok(jobs
+            .iter()
+            .map(|j| x25519_portable(j.scalar, j.point))
+            .collect()),
         #[cfg(target_arch = "x86_64")]
         Backend::Ifma(token) => {
             let mut out = Vec::with_capacity(jobs.len());
@@ -174,7 +177,13 @@ fn add(a: &Fe, b: &Fe) -> Fe {
 
 /// `a - b` with `4 p` added (limbs of `b` below `2^52`).
 fn sub(a: &Fe, b: &Fe) -> Fe {
-    let four_p = |i: usize| if i == 0 { (1u64 << 53) - 76 } else { (1u64 << 53) - 4 };
+    let four_p = |i: usize| {
+        if i == 0 {
+            (1u64 << 53) - 76
+        } else {
+            (1u64 << 53) - 4
+        }
+    };
     carry(core::array::from_fn(|i| (a[i] + four_p(i) - b[i]) as u128))
 }
 
@@ -296,7 +305,9 @@ mod tests {
                 "4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742",
             ),
         ];
-        v.iter().map(|(k, u, r)| (hex32(k), hex32(u), hex32(r))).collect()
+        v.iter()
+            .map(|(k, u, r)| (hex32(k), hex32(u), hex32(r)))
+            .collect()
     }
 
     #[test]
@@ -310,7 +321,14 @@ mod tests {
     fn iterate(backend: Backend, n: usize) -> [u8; 32] {
         let (mut k, mut u) = (X25519_BASE_POINT, X25519_BASE_POINT);
         for _ in 0..n {
-            let r = x25519_batch(backend, &[X25519Job { scalar: &k, point: &u }]).unwrap()[0];
+            let r = x25519_batch(
+                backend,
+                &[X25519Job {
+                    scalar: &k,
+                    point: &u,
+                }],
+            )
+            .unwrap()[0];
             u = k;
             k = r;
         }
@@ -343,7 +361,10 @@ mod tests {
         // Limbs at their bound between operations (below 2^52): the same value as after a
         // multiplication by one, which carries differently.
         let big = (1u64 << 52) - 1;
-        assert_eq!(fe_to_bytes(&[big; 5]), fe_to_bytes(&mul(&[big; 5], &[1, 0, 0, 0, 0])));
+        assert_eq!(
+            fe_to_bytes(&[big; 5]),
+            fe_to_bytes(&mul(&[big; 5], &[1, 0, 0, 0, 0]))
+        );
     }
 
     #[test]
@@ -353,8 +374,13 @@ mod tests {
             return;
         };
         let vecs = rfc7748_vectors();
-        let jobs: Vec<X25519Job<'_>> =
-            vecs.iter().map(|(k, u, _)| X25519Job { scalar: k, point: u }).collect();
+        let jobs: Vec<X25519Job<'_>> = vecs
+            .iter()
+            .map(|(k, u, _)| X25519Job {
+                scalar: k,
+                point: u,
+            })
+            .collect();
         let got = x25519_batch(backend, &jobs).unwrap();
         for (g, (_, _, r)) in got.iter().zip(&vecs) {
             assert_eq!(g, r);
@@ -378,12 +404,21 @@ mod tests {
         for n in 1..=17 {
             let scalars: Vec<[u8; 32]> = (0..n).map(|_| rng.gen()).collect();
             let points: Vec<[u8; 32]> = (0..n)
-                .map(|i| if i % 5 == 4 { specials[i % specials.len()] } else { rng.gen() })
+                .map(|i| {
+                    if i % 5 == 4 {
+                        specials[i % specials.len()]
+                    } else {
+                        rng.gen()
+                    }
+                })
                 .collect();
             let jobs: Vec<X25519Job<'_>> = scalars
                 .iter()
                 .zip(&points)
-                .map(|(k, u)| X25519Job { scalar: k, point: u })
+                .map(|(k, u)| X25519Job {
+                    scalar: k,
+                    point: u,
+                })
                 .collect();
             let got = x25519_batch(backend, &jobs).unwrap();
             for (g, j) in got.iter().zip(&jobs) {

@@ -19,13 +19,14 @@ use boring::x509::{X509Ref, X509};
 use quickshake_config::{
     read_data_source, DownstreamTls, OcspStaplePolicy, TlsCertificate, TlsVersion,
 };
-use quickshake_keyprovider::{KeySetup, Providers};
+use quickshake_keyprovider::{KeySetup, ProviderMethod, Providers};
 
 use crate::alpn::select_alpn;
 use crate::certs::{
     ca_store_from_pem, load_chain, load_key, source_name, CertInfo, KeyKind, PemError,
 };
 use crate::error::TlsError;
+use crate::key_share::{u16_list, KeyShareBatching};
 use crate::ocsp::{unix_now, CertOcsp, OcspDetails, OcspStats, StapleAction};
 use crate::session_id::{pem_certificates, session_context_id, SessionContextId};
 use crate::tickets::{configured_ticket_keys, QuicTickets, TicketKeys};
@@ -168,7 +169,19 @@ pub fn build_chain_tls(
     });
     let mut primary = first.builder;
     let own = selector.clone();
-    primary.set_select_certificate_callback(move |mut hello| own.select(&mut hello));
+    // TLS 1.3 over TCP: the first certificate's provider may batch the key exchange too
+    // (`key_share`); QUIC connections run the dispatching context's callback instead.
+    let tls13 = tls.params.max_version.unwrap_or(TlsVersion::Tls1_3) == TlsVersion::Tls1_3;
+    let kex = first
+        .kex
+        .as_ref()
+        .filter(|_| tls13 && !tls.quic)
+        .and_then(|m| KeyShareBatching::new(m, &curves_list(tls), !tls.prefer_client_ciphers));
+    match kex {
+        Some(kex) => primary
+            .set_async_select_certificate_callback(kex.callback(move |hello| own.select(hello))),
+        None => primary.set_select_certificate_callback(move |mut hello| own.select(&mut hello)),
+    }
     Ok(ChainTls {
         primary: primary.build(),
         selector,
@@ -179,6 +192,8 @@ pub fn build_chain_tls(
 
 struct BuiltCert {
     builder: SslContextBuilder,
+    /// The certificate's provider, for batching the key exchange (`key_share`).
+    kex: Option<ProviderMethod>,
     leaf: X509,
     loaded: LoadedCert,
     ocsp: CertOcsp,
@@ -227,6 +242,7 @@ fn build_cert_context(
     for extra in chain.intermediates {
         b.add_extra_chain_cert(extra).map_err(ssl_err)?;
     }
+    let mut kex = None;
     let provider = match &cert.private_key_provider {
         None => {
             let key = plain_key(cert, &public)?;
@@ -263,6 +279,7 @@ fn build_cert_context(
                         b.set_cipher_list(&without_rsa_key_exchange(&cipher_list(tls)))
                             .map_err(ssl_err)?;
                     }
+                    kex = Some(method.clone());
                     b.set_async_private_key_method(method);
                     Some(description)
                 }
@@ -271,6 +288,7 @@ fn build_cert_context(
     };
     Ok(BuiltCert {
         builder: b,
+        kex,
         leaf: chain.leaf,
         loaded: LoadedCert {
             info: chain.info,
@@ -598,13 +616,6 @@ fn client_offers_ecdsa(hello: &ClientHello<'_>) -> bool {
 }
 
 /// The entries of a TLS `u16` list with a two-byte length prefix.
-fn u16_list(ext: &[u8]) -> impl Iterator<Item = u16> + '_ {
-    ext.get(2..)
-        .unwrap_or(&[])
-        .chunks_exact(2)
-        .map(|c| u16::from_be_bytes([c[0], c[1]]))
-}
-
 /// TLS 1.2 ECDHE-ECDSA cipher suites BoringSSL implements.
 fn is_ecdhe_ecdsa(suite: u16) -> bool {
     matches!(

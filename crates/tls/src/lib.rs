@@ -17,8 +17,10 @@
 //!
 //! It must not own sockets, workers or HTTP, and it never computes with private keys itself:
 //! an in-process key goes to BoringSSL, a provider-held key goes to `quickshake-keyprovider`.
-//! `unsafe` is allowed in exactly one place (`tickets.rs`: BoringSSL's ticket key callback, which
-//! `boring` declares `unsafe`, and `OPENSSL_cleanse` for wiping keys), marked `// SAFETY:`.
+//! `unsafe` is allowed in two places, each block marked `// SAFETY:`: `tickets.rs` (BoringSSL's
+//! ticket key callback, which `boring` declares `unsafe`, and `OPENSSL_cleanse` for wiping
+//! keys) and `key_share.rs` (`SSL_set_handshake_hints`, which `boring` does not wrap: the batched
+//! key exchange's result handed to BoringSSL).
 #![deny(unsafe_code)]
 
 pub mod alpn;
@@ -29,6 +31,7 @@ pub use quickshake_wire::client_hello;
 pub mod context;
 mod error;
 pub mod handshake_stats;
+mod key_share;
 pub mod ocsp;
 pub mod quic;
 pub mod session_id;

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::{Capabilities, EcdsaLane, Engine, LaneError, LaneResult, RsaLane};
+use super::{Capabilities, EcdsaLane, Engine, LaneError, LaneResult, RsaLane, X25519Lane};
 
 /// What to inject, each applied to every `every`-th operation (1 = all).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -93,6 +93,11 @@ impl Engine for FaultEngine {
     fn ecdsa_sign(&self, lanes: &[EcdsaLane<'_>]) -> Vec<LaneResult> {
         self.before_batch();
         self.after(self.inner.ecdsa_sign(lanes))
+    }
+
+    /// The inner engine's, untouched (a wrong share or secret fails its handshake's Finished).
+    fn x25519(&self, lanes: &[X25519Lane<'_>]) -> Vec<Result<[u8; 32], LaneError>> {
+        self.inner.x25519(lanes)
     }
 
     /// The inner engine's, untouched: the faults are in the private results it checks.

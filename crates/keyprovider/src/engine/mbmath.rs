@@ -7,10 +7,13 @@
 use std::sync::{Arc, Mutex};
 
 use quickshake_mbmath::{
-    rsa_private_crt_batch, rsa_public_batch, Backend, BackendKind, MathError, RsaCrtKey,
+    rsa_private_crt_batch, rsa_public_batch, x25519_batch, Backend, BackendKind, MathError,
+    RsaCrtKey, X25519Job,
 };
 
-use super::{Capabilities, EcdsaLane, Engine, LaneError, LaneResult, RsaKeyParts, RsaLane};
+use super::{
+    Capabilities, EcdsaLane, Engine, LaneError, LaneResult, RsaKeyParts, RsaLane, X25519Lane,
+};
 
 /// Keys converted to the engine's form are kept for reuse (bounded; rotation adds new ones).
 const KEY_CACHE: usize = 64;
@@ -20,6 +23,12 @@ const KEY_CACHE: usize = 64;
 /// (e = 65537) takes ~44 µs, BoringSSL 14.6 µs per operation (`bench/engine`'s
 /// `rsa2048-public` lines): a tie at 3 lanes, a win from 4.
 const PUBLIC_MIN_BATCH: usize = 4;
+
+/// Fewest key exchanges per batch for which the batched X25519 beats BoringSSL's: on Zen 4 one
+/// 8-lane ifma ladder takes ~57 µs (`bench/engine`'s `x25519` lines), two of BoringSSL's scalar
+/// multiplications (key share from its base-point table, then the shared secret) ~30 µs:
+/// a batch of 2 exchanges (4 lanes) already wins.
+const X25519_MIN_BATCH: usize = 2;
 
 pub struct MbMathEngine {
     backend: Backend,
@@ -32,6 +41,8 @@ impl MbMathEngine {
     /// crossover below which BoringSSL one at a time is cheaper (see `bench/engine`).
     pub fn new(kind: BackendKind, rsa_min_batch: usize) -> Result<Self, String> {
         let backend = Backend::new(kind).map_err(|e| e.to_string())?;
+        // ifma's batched ladder; portable's for tests on CPUs without IFMA.
+        let x25519 = matches!(kind, BackendKind::Ifma | BackendKind::Portable);
         Ok(MbMathEngine {
             backend,
             caps: Capabilities {
@@ -42,6 +53,7 @@ impl MbMathEngine {
                 ecdsa_p256: false,
                 rsa_min_batch,
                 ecdsa_min_batch: usize::MAX,
+                x25519_min_batch: if x25519 { X25519_MIN_BATCH } else { usize::MAX },
                 offload: false,
             },
             cache: Mutex::new(Vec::new()),
@@ -128,5 +140,22 @@ impl Engine for MbMathEngine {
             return None;
         }
         Some(self.per_key(lanes, |batch| rsa_public_batch(self.backend, batch)))
+    }
+
+    fn x25519(&self, lanes: &[X25519Lane<'_>]) -> Vec<Result<[u8; 32], LaneError>> {
+        if self.caps.x25519_min_batch == usize::MAX {
+            return vec![Err(LaneError::Unsupported); lanes.len()];
+        }
+        let jobs: Vec<X25519Job<'_>> = lanes
+            .iter()
+            .map(|l| X25519Job {
+                scalar: l.scalar,
+                point: l.point,
+            })
+            .collect();
+        match x25519_batch(self.backend, &jobs) {
+            Ok(out) => out.into_iter().map(Ok).collect(),
+            Err(e) => vec![Err(lane_error(e)); lanes.len()],
+        }
     }
 }

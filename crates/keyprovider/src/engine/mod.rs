@@ -37,6 +37,10 @@ pub struct Capabilities {
     /// as for 8. Measured per engine and CPU (see `bench/`); 1 for scalar engines.
     pub rsa_min_batch: usize,
     pub ecdsa_min_batch: usize,
+    /// Smallest batch of X25519 key exchanges worth computing on this engine (each exchange is
+    /// two scalar multiplications: the key share and the shared secret); `usize::MAX` for
+    /// engines without a batched X25519, whose handshakes compute it in BoringSSL.
+    pub x25519_min_batch: usize,
     /// The engine waits rather than computes (an offload device, a remote signer): the
     /// provider runs its batches off the worker thread so the worker keeps serving. CPU
     /// engines compute on the worker, where the work belongs.
@@ -130,6 +134,13 @@ pub struct EcdsaLane<'a> {
     pub digest: &'a [u8],
 }
 
+/// One X25519 lane (RFC 7748): `X25519(scalar, point)`; `point` is the peer's key share or
+/// the base point (9), for our own share.
+pub struct X25519Lane<'a> {
+    pub scalar: &'a [u8; 32],
+    pub point: &'a [u8; 32],
+}
+
 /// Why one lane failed. Other lanes of the same batch are unaffected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LaneError {
@@ -194,6 +205,12 @@ pub trait Engine: Send + Sync + 'static {
     fn rsa_public(&self, lanes: &[RsaLane<'_>]) -> Option<Vec<LaneResult>> {
         let _ = lanes;
         None
+    }
+    /// X25519 for each lane, batched (the key exchange of TLS 1.3 handshakes). An all-zero
+    /// output is returned as computed; the provider rejects it. Engines without one (the
+    /// default) fail every lane `Unsupported`, and report `x25519_min_batch: usize::MAX`.
+    fn x25519(&self, lanes: &[X25519Lane<'_>]) -> Vec<Result<[u8; 32], LaneError>> {
+        vec![Err(LaneError::Unsupported); lanes.len()]
     }
     /// The engine's own pool, for engines that block (see [`Executor`]); `None` for the rest.
     fn executor(&self) -> Option<&dyn Executor> {

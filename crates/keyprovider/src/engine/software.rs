@@ -21,6 +21,7 @@ impl Default for SoftwareEngine {
                 ecdsa_p256: true,
                 rsa_min_batch: 1,
                 ecdsa_min_batch: 1,
+                x25519_min_batch: usize::MAX,
                 offload: false,
             },
         }

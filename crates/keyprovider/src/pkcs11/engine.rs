@@ -239,6 +239,7 @@ impl Pkcs11Engine {
                 ecdsa_p256: true,
                 rsa_min_batch: 1,
                 ecdsa_min_batch: 1,
+                x25519_min_batch: usize::MAX,
                 offload: true,
             },
             shared,

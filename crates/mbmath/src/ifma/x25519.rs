@@ -131,7 +131,11 @@ fn fadd(a: &Fe8, b: &Fe8) -> Fe8 {
 fn fsub(a: &Fe8, b: &Fe8) -> Fe8 {
     let mut s = [zero(); 5];
     for i in 0..5 {
-        let four_p = splat(if i == 0 { (1 << 53) - 76 } else { (1 << 53) - 4 });
+        let four_p = splat(if i == 0 {
+            (1 << 53) - 76
+        } else {
+            (1 << 53) - 4
+        });
         s[i] = sub(add(a[i], four_p), b[i]);
     }
     carry(s)

@@ -116,6 +116,7 @@ impl CryptoMbEngine {
             ecdsa_p256: true,
             rsa_min_batch: RSA_MIN_BATCH,
             ecdsa_min_batch: ECDSA_MIN_BATCH,
+            x25519_min_batch: usize::MAX,
             offload: false,
         };
         Ok(CryptoMbEngine {
