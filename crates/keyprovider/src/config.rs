@@ -235,3 +235,39 @@ fn fault_plan(cfg: &PrivateKeyProvider) -> Result<FaultPlan, ProviderError> {
     }
     Ok(plan)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batching(fields: serde_json::Value) -> PrivateKeyProvider {
+        let mut typed_config = fields.as_object().cloned().unwrap_or_default();
+        typed_config.insert(
+            "private_key".into(),
+            serde_json::json!({"filename": "k.pem"}),
+        );
+        PrivateKeyProvider {
+            path: "p".into(),
+            provider_name: "quickshake.batching".into(),
+            type_url: BATCHING_TYPE.into(),
+            typed_config,
+            fallback: false,
+        }
+    }
+
+    #[test]
+    fn batch_key_exchange_defaults_on_and_names_its_path_when_wrong() {
+        let on = decode(&batching(serde_json::json!({}))).expect("valid");
+        assert!(on.batch_key_exchange);
+        let off =
+            decode(&batching(serde_json::json!({"batch_key_exchange": false}))).expect("valid");
+        assert!(!off.batch_key_exchange);
+        let err = decode(&batching(serde_json::json!({"batch_key_exchange": "yes"})))
+            .expect_err("not a bool")
+            .to_string();
+        assert!(
+            err.contains("p.typed_config.batch_key_exchange") && err.contains("true or false"),
+            "{err}"
+        );
+    }
+}

@@ -593,4 +593,46 @@ mod tests {
         // Without one, BoringSSL's public operation decides (`result` is not a valid result).
         assert!(!result_is_valid(&op, &result, None));
     }
+
+    /// Batched key exchanges agree with the peer's own X25519 (the peer's secret from our
+    /// share is ours); a low-order share and a batch below the crossover go back to the
+    /// handshake.
+    #[test]
+    fn batched_x25519_agrees_with_the_peer() {
+        use crate::engine::mbmath::MbMathEngine;
+        use quickshake_mbmath::{x25519_portable, BackendKind};
+        let engine = Arc::new(MbMathEngine::new(BackendKind::Portable, 1).expect("portable"));
+        let stats = ProviderStats::new(&quickshake_stats::Store::new(), "t.").with_key_exchange();
+        let core = ProviderCore::new(
+            engine,
+            ProviderSettings {
+                use_crossover: true,
+                fallback: false,
+                placement: Placement::Worker,
+                batch_key_exchange: true,
+            },
+            stats,
+        );
+        let peer_keys: Vec<[u8; 32]> = (1..=3u8).map(|i| [i.wrapping_mul(29); 32]).collect();
+        let mut shares: Vec<Vec<u8>> = peer_keys
+            .iter()
+            .map(|k| x25519_portable(k, &X25519_BASE).to_vec())
+            .collect();
+        shares.push(vec![0; 32]);
+        let (ops, mut rxs): (Vec<_>, Vec<_>) = shares
+            .iter()
+            .map(|s| PendingOp::new(OpKind::X25519, rsa2048(), s.clone()))
+            .unzip();
+        core.process_kex(ops);
+        for (k, rx) in peer_keys.iter().zip(&mut rxs) {
+            let v = rx.try_recv().expect("replied").expect("batched");
+            let share: [u8; 32] = v[..32].try_into().expect("64 bytes");
+            assert_eq!(x25519_portable(k, &share)[..], v[32..]);
+        }
+        assert_eq!(rxs[3].try_recv().expect("replied"), Err(OpError::Inline));
+        // Alone: below the engine's crossover (2).
+        let (op, mut rx) = PendingOp::new(OpKind::X25519, rsa2048(), shares[0].clone());
+        core.process_kex(vec![op]);
+        assert_eq!(rx.try_recv().expect("replied"), Err(OpError::Inline));
+    }
 }

@@ -32,6 +32,7 @@ mod ops_health;
 mod provider_batching;
 mod provider_engines;
 mod provider_faults;
+mod provider_key_exchange;
 mod provider_pkcs11;
 mod provider_seed;
 mod proxy_grpc_ws;
