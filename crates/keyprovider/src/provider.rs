@@ -10,18 +10,11 @@ use std::time::Instant;
 
 use crate::engine::software::{ecdsa_one, rsa_one};
 use crate::engine::{
-    wipe, EcdsaLane, Engine, Executor, LaneError, LaneResult, RsaLane, X25519Lane,
+    wipe, EcdsaLane, Engine, Executor, LaneError, LaneResult, RsaLane, X25519Lane, X25519_BASE,
 };
 use crate::op::{OpClass, OpError, OpKind, OpResult, PendingOp};
 use crate::padding::{back_is_valid, rsa_public_back, SignView};
 use crate::stats::ProviderStats;
-
-/// The X25519 base point's u-coordinate (9): `X25519(k, 9)` is the public share of `k`.
-const X25519_BASE: [u8; 32] = {
-    let mut b = [0u8; 32];
-    b[0] = 9;
-    b
-};
 
 /// Where a provider's batches are computed. Fixed when the provider is built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -213,3 +213,63 @@ fn batched_public_operation_checks_results_on_ifma() {
         "RSA-4096: BoringSSL's"
     );
 }
+
+/// Every engine with a batched X25519 against the reference ladder (itself checked against
+/// RFC 7748's vectors in quickshake-mbmath): batch shapes 1 to 17, base-point and peer lanes
+/// mixed, a low-order point among them (its output all zero, as computed); engines without one
+/// fail every lane `Unsupported` and say so in their capabilities.
+#[test]
+fn x25519_on_every_engine_that_has_it() {
+    use quickshake_keyprovider::engine::{X25519Lane, X25519_BASE};
+    use quickshake_mbmath::x25519_portable;
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        let mut b = [0u8; 32];
+        for chunk in b.chunks_mut(8) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            chunk.copy_from_slice(&seed.to_le_bytes());
+        }
+        b
+    };
+    for engine in engines() {
+        let name = engine.capabilities().name.clone();
+        let has = engine.capabilities().x25519_min_batch != usize::MAX;
+        for n in 1..=17usize {
+            let scalars: Vec<[u8; 32]> = (0..n).map(|_| next()).collect();
+            let points: Vec<[u8; 32]> = (0..n)
+                .map(|i| match i % 4 {
+                    0 => X25519_BASE,
+                    3 if n > 8 => [0u8; 32],
+                    _ => next(),
+                })
+                .collect();
+            let lanes: Vec<X25519Lane<'_>> = scalars
+                .iter()
+                .zip(&points)
+                .map(|(scalar, point)| X25519Lane { scalar, point })
+                .collect();
+            let got = engine.x25519(&lanes);
+            assert_eq!(got.len(), n, "{name}");
+            for (i, (g, l)) in got.iter().zip(&lanes).enumerate() {
+                let want = x25519_portable(l.scalar, l.point);
+                match g {
+                    Ok(v) => assert_eq!(*v, want, "{name}: lane {i} of {n}"),
+                    // crypto_mb reports a low-order point's lane as an error.
+                    Err(_) if has && want == [0u8; 32] => {}
+                    Err(LaneError::Unsupported) if !has => {}
+                    Err(e) => panic!("{name}: lane {i} of {n}: {e}"),
+                }
+            }
+        }
+        eprintln!(
+            "{name}: X25519 {}",
+            if has {
+                "checked"
+            } else {
+                "not batched (BoringSSL's)"
+            }
+        );
+    }
+}

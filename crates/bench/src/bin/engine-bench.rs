@@ -10,12 +10,15 @@
 //! one `rsa2048 backend=<name> vs=crypto_mb ratio=<x> range=<lo>-<hi> rounds=<r>` per other
 //! backend (median and range of the per-round ratios of its signatures/s to crypto_mb's); then
 //! the same for RSA-3072 and RSA-4096 (`rsa3072 ...`, `rsa4096 ...` lines; ifma, avx2 and
-//! crypto_mb only; `ENGINE_BENCH_NO_LARGE=1` skips them). Every
+//! crypto_mb only; `ENGINE_BENCH_NO_LARGE=1` skips them); the public-key check of results
+//! (`rsa2048-public ...` lines) and the X25519 key exchange (`x25519 backend=<name>
+//! exchange_us=<x> boringssl_us=<y>`: one exchange, our share and the shared secret, in a
+//! batch of 8 exchanges against BoringSSL's `X25519_keypair` + `X25519`). Every
 //! rate inside a round is the median of single-call times, so a neighbour's burst on a shared
 //! machine moves neither.
 //!
-//! `unsafe` is needed for two BoringSSL calls `boring` does not wrap (Montgomery context and
-//! multiplication), each marked `// SAFETY:`.
+//! `unsafe` is needed for BoringSSL calls `boring` does not wrap (Montgomery context and
+//! multiplication, X25519), each marked `// SAFETY:`.
 #![deny(unsafe_code)]
 
 use std::path::Path;
@@ -121,6 +124,8 @@ fn main() {
     vs_crypto_mb("rsa2048", &engines, &rates);
     // The public-key check of results (`Engine::rsa_public`), RSA-2048, e = 65537.
     public_check(&engines, &keys, &input, window);
+    // The TLS 1.3 key exchange (`Engine::x25519`), where an engine batches it.
+    key_exchange(&engines, window);
     // The larger keys: only the engines that are fast at RSA-2048 (ifma, avx2, crypto_mb).
     let fast: Vec<(String, Box<dyn Engine>)> = engines
         .into_iter()
@@ -174,6 +179,67 @@ fn public_check(
         println!(
             "rsa2048-public backend={name} batch8_us={:.1} boringssl_us={:.1}",
             t * 1e6,
+            boring * 1e6
+        );
+    }
+}
+
+/// One TLS 1.3 X25519 exchange (our key share, then the shared secret with the peer's):
+/// BoringSSL's `X25519_keypair` + `X25519` one at a time against each engine's batch of 8
+/// exchanges (16 lanes: 8 base-point, 8 peer). Prints `x25519 backend=<name> exchange_us=<x>
+/// boringssl_us=<y>`.
+#[allow(unsafe_code)]
+fn key_exchange(engines: &[(String, Box<dyn Engine>)], window: Duration) {
+    use quickshake_keyprovider::engine::{X25519Lane, X25519_BASE};
+    let peer_private = [0x5au8; 32];
+    let mut peer = [0u8; 32];
+    // SAFETY: both arguments are 32-byte buffers, what X25519_public_from_private reads/writes.
+    unsafe { boring_sys::X25519_public_from_private(peer.as_mut_ptr(), peer_private.as_ptr()) };
+    let (mut public, mut private, mut secret) = ([0u8; 32], [0u8; 32], [0u8; 32]);
+    let boring = time_per_call(window / 2, || {
+        // SAFETY: 32-byte buffers, as X25519_keypair and X25519 read and write.
+        unsafe {
+            boring_sys::X25519_keypair(public.as_mut_ptr(), private.as_mut_ptr());
+            boring_sys::X25519(secret.as_mut_ptr(), private.as_ptr(), peer.as_ptr());
+        }
+    });
+    println!(
+        "
+X25519 key exchange (our share + the shared secret):
+  boringssl one at a time          {:8.1} us",
+        boring * 1e6
+    );
+    let scalars: Vec<[u8; 32]> = (0..8u8).map(|i| [i.wrapping_mul(41) ^ 0x33; 32]).collect();
+    let lanes: Vec<X25519Lane<'_>> = scalars
+        .iter()
+        .flat_map(|scalar| {
+            [
+                X25519Lane {
+                    scalar,
+                    point: &X25519_BASE,
+                },
+                X25519Lane {
+                    scalar,
+                    point: &peer,
+                },
+            ]
+        })
+        .collect();
+    for (name, engine) in engines {
+        if engine.capabilities().x25519_min_batch == usize::MAX {
+            continue;
+        }
+        let t = time_per_call(window / 2, || {
+            let _ = engine.x25519(&lanes);
+        });
+        println!(
+            "  {name:<32} {:8.1} us per batch of 8 exchanges ({:.1} per exchange)",
+            t * 1e6,
+            t * 1e6 / 8.0
+        );
+        println!(
+            "x25519 backend={name} exchange_us={:.1} boringssl_us={:.1}",
+            t * 1e6 / 8.0,
             boring * 1e6
         );
     }

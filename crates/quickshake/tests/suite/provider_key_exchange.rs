@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use crate::support;
 use crate::support::providers::{batching_cert, mean_batch, provider_counter, queue_sizes};
-use crate::support::tls_client::{closed_loop, ClientOpts};
+use crate::support::tls_client::{
+    closed_loop, closed_loop_with, connector_with_groups, ClientOpts,
+};
 use crate::support::{direct_response_config, s_client, Gateway};
 
 /// The engines with a batched X25519 on this machine: portable (tests), ifma where usable.
@@ -69,6 +71,19 @@ fn x25519_is_batched_under_load_and_left_to_boringssl_otherwise() {
         );
         assert!(mean_batch(&sizes) >= 2.0, "{engine}: {sizes:?}");
         assert_eq!(provider_counter(&gw, "failed"), 0, "{engine}");
+        // The hybrid group current browsers send first: its X25519 half batched, ML-KEM-768
+        // encapsulated beside it; BoringSSL's client derives the same hybrid secret.
+        let hybrid =
+            connector_with_groups(&ClientOpts::default(), "X25519MLKEM768:X25519").expect("client");
+        let before = provider_counter(&gw, "x25519");
+        let done = closed_loop_with(&hybrid, gw.port, 16, Duration::from_secs(1))
+            .unwrap_or_else(|e| panic!("{engine} X25519MLKEM768: {e}\n{}", gw.log_text()));
+        let batched = provider_counter(&gw, "x25519") - before;
+        eprintln!("{engine}: {done} X25519MLKEM768 handshakes, {batched} X25519 halves batched");
+        assert!(
+            batched > 0,
+            "{engine}: no hybrid exchange batched in {done}"
+        );
     }
 }
 

@@ -82,6 +82,16 @@ type EcdsaSignFn = unsafe extern "C" fn(
     *mut u8,           // pBuffer
 ) -> MbxStatus;
 
+type X25519Fn = unsafe extern "C" fn(
+    *const *mut u8,   // pa_shared_key[8]
+    *const *const u8, // pa_private_key[8]
+    *const *const u8, // pa_public_key[8]
+) -> MbxStatus;
+type X25519PublicKeyFn = unsafe extern "C" fn(
+    *const *mut u8,   // pa_public_key[8]
+    *const *const u8, // pa_private_key[8]
+) -> MbxStatus;
+
 /// `dlopen(path, RTLD_NOW | RTLD_GLOBAL)`: for the Intel compiler runtime libraries, so that
 /// crypto_mb's `NEEDED` entries (`libintlc.so.5`, `libirng.so`, `libimf.so`, `libsvml.so`) are
 /// already satisfied when it is loaded.
@@ -103,6 +113,9 @@ pub(super) struct CryptoMbLib {
     rsa_pub65537_method: Option<RsaMethodFn>,
     rsa_public_mb8: Option<RsaPublicFn>,
     ecdsa_sign_mb8: EcdsaSignFn,
+    /// `mbx_x25519_mb8` and `mbx_x25519_public_key_mb8` (x25519.h), where the library has them.
+    x25519_mb8: Option<X25519Fn>,
+    x25519_public_key_mb8: Option<X25519PublicKeyFn>,
     // Declared last: the function pointers above stay valid while these are loaded.
     _lib: Library,
     _runtime: Vec<Library>,
@@ -151,7 +164,7 @@ impl CryptoMbLib {
         let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }
             .map_err(|e| e.to_string())?;
         // SAFETY: each type below is the signature declared in crypto_mb's headers
-        // (cpu_features.h, version.h, rsa.h, ec_nistp256.h) for that symbol.
+        // (cpu_features.h, version.h, rsa.h, ec_nistp256.h, x25519.h) for that symbol.
         unsafe {
             Ok(CryptoMbLib {
                 get_cpu_features: sym(&lib, b"mbx_get_cpu_features\0")?,
@@ -163,6 +176,8 @@ impl CryptoMbLib {
                 rsa_pub65537_method: sym(&lib, b"mbx_RSA_pub65537_Method\0").ok(),
                 rsa_public_mb8: sym(&lib, b"mbx_rsa_public_mb8\0").ok(),
                 ecdsa_sign_mb8: sym(&lib, b"mbx_nistp256_ecdsa_sign_mb8\0")?,
+                x25519_mb8: sym(&lib, b"mbx_x25519_mb8\0").ok(),
+                x25519_public_key_mb8: sym(&lib, b"mbx_x25519_public_key_mb8\0").ok(),
                 _lib: lib,
                 _runtime: runtime,
             })
@@ -263,6 +278,44 @@ impl CryptoMbLib {
                 method.ptr.as_ptr(),
                 scratch.as_mut_ptr(),
             )
+        };
+        Ok(status)
+    }
+
+    /// Whether the library has both X25519 entry points.
+    pub(super) fn has_x25519(&self) -> bool {
+        self.x25519_mb8.is_some() && self.x25519_public_key_mb8.is_some()
+    }
+
+    /// 8 X25519 scalar multiplications: `mbx_x25519_mb8` with the peers' `points`, or
+    /// `mbx_x25519_public_key_mb8` (the base point) when `points` is `None`. Every lane filled.
+    pub(super) fn x25519_mb8(
+        &self,
+        out: &mut [[u8; 32]; 8],
+        scalars: &[[u8; 32]; 8],
+        points: Option<&[[u8; 32]; 8]>,
+    ) -> Result<MbxStatus, &'static str> {
+        let to: [*mut u8; 8] = {
+            let mut it = out.iter_mut();
+            std::array::from_fn(|_| it.next().map_or(ptr::null_mut(), |o| o.as_mut_ptr()))
+        };
+        let k: [*const u8; 8] = std::array::from_fn(|i| scalars[i].as_ptr());
+        // SAFETY: every pointer is to a distinct 32-byte array (the size x25519.h's functions
+        // read and write per lane), alive for the call.
+        let status = match points {
+            Some(points) => {
+                let f = self
+                    .x25519_mb8
+                    .ok_or("this crypto_mb has no mbx_x25519_mb8")?;
+                let u: [*const u8; 8] = std::array::from_fn(|i| points[i].as_ptr());
+                unsafe { f(to.as_ptr(), k.as_ptr(), u.as_ptr()) }
+            }
+            None => {
+                let f = self
+                    .x25519_public_key_mb8
+                    .ok_or("this crypto_mb has no mbx_x25519_public_key_mb8")?;
+                unsafe { f(to.as_ptr(), k.as_ptr()) }
+            }
         };
         Ok(status)
     }

@@ -31,8 +31,11 @@ mod unavailable;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::{Capabilities, EcdsaLane, Engine, LaneError, LaneResult, RsaLane};
+use super::{
+    wipe, Capabilities, EcdsaLane, Engine, LaneError, LaneResult, RsaLane, X25519Lane, X25519_BASE,
+};
 use crate::options::EngineOptions;
+use ffi::{lane_status, status_name};
 use lanes::{check_ecdsa_lane, check_rsa_lane, is_f4, wipe_limbs, LANES, RSA_BITS};
 use library::{open_library, CRYPTO_MB_SONAME};
 
@@ -58,6 +61,10 @@ const ECDSA_MIN_BATCH: usize = 3;
 /// than BoringSSL one at a time: on Zen 4 an 8-lane RSA-2048 call takes ~47 µs, BoringSSL
 /// 14.6 µs per operation (`bench/engine`'s `rsa2048-public` lines): a win from 4 lanes.
 const PUBLIC_MIN_BATCH: usize = 4;
+/// Fewest key exchanges per batch worth computing here: each is two 8-lane calls' worth of
+/// lanes at most, and one call of 8 X25519 lanes costs about two of BoringSSL's (measured as
+/// the ifma engine's, `bench/engine`'s `x25519` lines).
+const X25519_MIN_BATCH: usize = 2;
 
 /// The crypto_mb engine. Cheap to share (`Send + Sync`); every call is independent.
 pub struct CryptoMbEngine {
@@ -116,7 +123,11 @@ impl CryptoMbEngine {
             ecdsa_p256: true,
             rsa_min_batch: RSA_MIN_BATCH,
             ecdsa_min_batch: ECDSA_MIN_BATCH,
-            x25519_min_batch: usize::MAX,
+            x25519_min_batch: if lib.has_x25519() {
+                X25519_MIN_BATCH
+            } else {
+                usize::MAX
+            },
             offload: false,
         };
         Ok(CryptoMbEngine {
@@ -191,6 +202,42 @@ impl Engine for CryptoMbEngine {
             Some(m) => self.rsa_public_batch(m, RSA_BITS[g], batch),
             None => vec![Err(LaneError::Unsupported); batch.len()],
         }))
+    }
+
+    /// Base-point lanes through `mbx_x25519_public_key_mb8`, the rest through `mbx_x25519_mb8`,
+    /// 8 at a time (a partial group padded with its first lane).
+    fn x25519(&self, lanes: &[X25519Lane<'_>]) -> Vec<Result<[u8; 32], LaneError>> {
+        let mut results = vec![Err(LaneError::Unsupported); lanes.len()];
+        if !self.lib.has_x25519() {
+            return results;
+        }
+        let (base, peer): (Vec<usize>, Vec<usize>) =
+            (0..lanes.len()).partition(|&i| *lanes[i].point == X25519_BASE);
+        for (idx, with_points) in [(base, false), (peer, true)] {
+            for chunk in idx.chunks(LANES) {
+                let lane = |j: usize| &lanes[chunk[j.min(chunk.len() - 1)]];
+                let mut scalars: [[u8; 32]; 8] = std::array::from_fn(|j| *lane(j).scalar);
+                let points: [[u8; 32]; 8] = std::array::from_fn(|j| *lane(j).point);
+                let mut out = [[0u8; 32]; 8];
+                let status =
+                    self.lib
+                        .x25519_mb8(&mut out, &scalars, with_points.then_some(&points));
+                for s in &mut scalars {
+                    wipe(s);
+                }
+                for (j, &i) in chunk.iter().enumerate() {
+                    results[i] = match status {
+                        Ok(st) if lane_status(st, j) == 0 => Ok(out[j]),
+                        Ok(st) => Err(LaneError::Failed(status_name(lane_status(st, j)).into())),
+                        Err(e) => Err(LaneError::Failed(e.into())),
+                    };
+                }
+                for o in &mut out {
+                    wipe(o);
+                }
+            }
+        }
+        results
     }
 
     fn ecdsa_sign(&self, lanes: &[EcdsaLane<'_>]) -> Vec<LaneResult> {

@@ -24,6 +24,11 @@ pub fn handshake(port: u16, opts: &ClientOpts) -> Result<(Duration, String), Str
 
 /// A client configuration, built once (building reads the system trust store).
 pub fn connector(opts: &ClientOpts) -> Result<SslConnector, String> {
+    connector_with_groups(opts, "X25519:P-256")
+}
+
+/// [`connector`] offering the key-exchange `groups` (BoringSSL's names), in that order.
+pub fn connector_with_groups(opts: &ClientOpts, groups: &str) -> Result<SslConnector, String> {
     let mut b = SslConnector::builder(SslMethod::tls()).map_err(|e| e.to_string())?;
     b.set_verify(SslVerifyMode::NONE);
     b.set_options(SslOptions::NO_TICKET);
@@ -38,8 +43,7 @@ pub fn connector(opts: &ClientOpts) -> Result<SslConnector, String> {
     if let Some(s) = &opts.sigalgs {
         b.set_sigalgs_list(s).map_err(|e| e.to_string())?;
     }
-    b.set_curves_list("X25519:P-256")
-        .map_err(|e| e.to_string())?;
+    b.set_curves_list(groups).map_err(|e| e.to_string())?;
     Ok(b.build())
 }
 
@@ -102,7 +106,16 @@ pub fn closed_loop(
     duration: Duration,
     opts: &ClientOpts,
 ) -> Result<usize, String> {
-    let conn = connector(opts)?;
+    closed_loop_with(&connector(opts)?, port, n, duration)
+}
+
+/// [`closed_loop`] with a prepared connector.
+pub fn closed_loop_with(
+    conn: &SslConnector,
+    port: u16,
+    n: usize,
+    duration: Duration,
+) -> Result<usize, String> {
     let stop = Instant::now() + duration;
     let handles: Vec<_> = (0..n)
         .map(|_| {
