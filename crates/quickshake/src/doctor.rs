@@ -95,7 +95,8 @@ fn engines(engines: &Engines) -> Value {
             Ok(e) => {
                 let c = e.capabilities();
                 json!({ "name": s.name, "usable": true, "lanes": c.lanes, "rsa_bits": c.rsa_bits,
-                        "ecdsa_p256": c.ecdsa_p256, "rsa_min_batch": c.rsa_min_batch })
+                        "ecdsa_p256": c.ecdsa_p256, "rsa_min_batch": c.rsa_min_batch,
+                        "x25519": c.x25519_min_batch != usize::MAX })
             }
             Err(why) => json!({ "name": s.name, "usable": false, "why": why }),
         })
@@ -199,8 +200,13 @@ fn print_text(r: &Value) {
         };
         match e["usable"].as_bool() {
             Some(true) => println!(
-                "  {name}: usable (min batch {}{ranked})",
-                e["rsa_min_batch"]
+                "  {name}: usable (min batch {}{}{ranked})",
+                e["rsa_min_batch"],
+                if e["x25519"].as_bool() == Some(true) {
+                    "; batches the X25519 key exchange"
+                } else {
+                    ""
+                }
             ),
             _ => println!(
                 "  {}: not usable: {}",
