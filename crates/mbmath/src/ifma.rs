@@ -27,6 +27,7 @@ use crate::token::IfmaToken;
 mod kernel20;
 mod ops;
 pub(crate) mod x25519;
+pub(crate) mod x25519_base;
 
 use ops::{add, eq_vec, hi, lo, or_and, shr52, BITS, MASK};
 

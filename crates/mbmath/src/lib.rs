@@ -120,12 +120,14 @@ mod bigint;
 mod dispatch;
 mod engine;
 mod error;
+mod field25519;
 mod kind;
 mod mont;
 mod portable;
 mod rsa;
 mod token;
 mod x25519;
+mod x25519_base;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;

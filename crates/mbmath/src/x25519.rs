@@ -3,9 +3,11 @@
 //!
 //! [`x25519_batch`] computes `X25519(k_i, u_i)` for each job. The `ifma` backend runs one
 //! Montgomery ladder per `zmm` lane (`ifma::x25519`: radix 2^51, 5 limbs per field element,
-//! 52x52-bit products with `vpmadd52{l,h}uq`); the `portable` backend runs the same ladder
-//! one job at a time on `u64` limbs with `u128` products (the reference the tests compare the
-//! SIMD code with). `avx2` and `fma` have no X25519 ([`MathError::Unsupported`]): there
+//! 52x52-bit products with `vpmadd52{l,h}uq`), and for public keys (`u = 9`) the Edwards
+//! form's fixed-base comb per lane instead (`ifma::x25519_base`, about a third of the work;
+//! see `x25519_base`); the `portable` backend runs the same two one job at a time on `u64`
+//! limbs with `u128` products (`field25519`; its ladder is the reference the tests compare the
+//! SIMD code and the combs with). `avx2` and `fma` have no X25519 ([`MathError::Unsupported`]): there
 //! BoringSSL's own single-operation code is faster than anything batched here.
 //!
 //! Constant time: the ladder runs all 255 steps for every scalar; the conditional swap is a
@@ -17,6 +19,10 @@
 
 use crate::backend::Backend;
 use crate::error::MathError;
+use crate::field25519::{
+    add, clamp, cswap, fe_from_bytes, fe_to_bytes, invert_with, mul, mul_small, sqr_n, sub, wipe,
+    A24,
+};
 
 /// Lanes per batch: one `zmm` register of 64-bit lanes.
 pub const X25519_LANES: usize = 8;
@@ -44,21 +50,38 @@ pub fn x25519_batch(backend: Backend, jobs: &[X25519Job<'_>]) -> Result<Vec<[u8;
     match backend {
         Backend::Portable => Ok(jobs
             .iter()
-            .map(|j| x25519_portable(j.scalar, j.point))
+            .map(|j| {
+                if *j.point == X25519_BASE_POINT {
+                    crate::x25519_base::x25519_base_portable(j.scalar)
+                } else {
+                    x25519_portable(j.scalar, j.point)
+                }
+            })
             .collect()),
         #[cfg(target_arch = "x86_64")]
         Backend::Ifma(token) => {
-            let mut out = Vec::with_capacity(jobs.len());
-            for chunk in jobs.chunks(X25519_LANES) {
-                let mut scalars = [[0u8; 32]; X25519_LANES];
-                let mut points = [[0u8; 32]; X25519_LANES];
-                for (i, j) in chunk.iter().enumerate() {
-                    scalars[i] = *j.scalar;
-                    points[i] = *j.point;
+            // Public keys (the base point) by the fixed-base comb, the rest by the ladder.
+            let mut out = vec![[0u8; 32]; jobs.len()];
+            let (base, peer): (Vec<usize>, Vec<usize>) =
+                (0..jobs.len()).partition(|&i| *jobs[i].point == X25519_BASE_POINT);
+            for (idx, is_base) in [(base, true), (peer, false)] {
+                for chunk in idx.chunks(X25519_LANES) {
+                    let mut scalars = [[0u8; 32]; X25519_LANES];
+                    let mut points = [[0u8; 32]; X25519_LANES];
+                    for (l, &i) in chunk.iter().enumerate() {
+                        scalars[l] = *jobs[i].scalar;
+                        points[l] = *jobs[i].point;
+                    }
+                    let res = if is_base {
+                        crate::ifma::x25519_base::x25519_base_8(token, &scalars)
+                    } else {
+                        crate::ifma::x25519::x25519_8(token, &scalars, &points)
+                    };
+                    wipe(&mut scalars);
+                    for (l, &i) in chunk.iter().enumerate() {
+                        out[i] = res[l];
+                    }
                 }
-                let res = crate::ifma::x25519::x25519_8(token, &scalars, &points);
-                wipe(&mut scalars);
-                out.extend_from_slice(&res[..chunk.len()]);
             }
             Ok(out)
         }
@@ -66,169 +89,6 @@ pub fn x25519_batch(backend: Backend, jobs: &[X25519Job<'_>]) -> Result<Vec<[u8;
         _ => Err(MathError::Unsupported("X25519 on this backend")),
     }
 }
-
-/// Zero copies of secret scalars; `black_box` keeps the stores.
-pub(crate) fn wipe<T: Copy + Default, const N: usize>(v: &mut [[T; N]]) {
-    for s in v.iter_mut() {
-        s.fill(T::default());
-    }
-    std::hint::black_box(v);
-}
-
-/// RFC 7748's clamping of a scalar.
-pub(crate) fn clamp(k: &[u8; 32]) -> [u8; 32] {
-    let mut k = *k;
-    k[0] &= 248;
-    k[31] &= 127;
-    k[31] |= 64;
-    k
-}
-
-/// A field element mod `2^255 - 19`: 5 limbs of 51 bits (each below `2^52` between operations).
-pub(crate) type Fe = [u64; 5];
-
-const M51: u64 = (1 << 51) - 1;
-
-/// The 255 low bits of `b` (little endian) as limbs.
-pub(crate) fn fe_from_bytes(b: &[u8; 32]) -> Fe {
-    let w = |i: usize| {
-        let mut x = [0u8; 8];
-        x.copy_from_slice(&b[i..i + 8]);
-        u64::from_le_bytes(x)
-    };
-    [
-        w(0) & M51,
-        (w(6) >> 3) & M51,
-        (w(12) >> 6) & M51,
-        (w(19) >> 1) & M51,
-        (w(24) >> 12) & M51,
-    ]
-}
-
-/// The canonical encoding (fully reduced mod p) of `f`, whose limbs are below `2^62`.
-pub(crate) fn fe_to_bytes(f: &Fe) -> [u8; 32] {
-    let mut t = *f;
-    // Two carry rounds: limbs below 2^51, value below 2^255 + 2^13 * 19.
-    for _ in 0..2 {
-        for i in 0..4 {
-            t[i + 1] += t[i] >> 51;
-            t[i] &= M51;
-        }
-        t[0] += 19 * (t[4] >> 51);
-        t[4] &= M51;
-    }
-    // t < 2p now. q = 1 iff t >= p, found by adding 19 and looking at bit 255.
-    let mut q = (t[0] + 19) >> 51;
-    for limb in &t[1..] {
-        q = (limb + q) >> 51;
-    }
-    t[0] += 19 * q;
-    for i in 0..4 {
-        t[i + 1] += t[i] >> 51;
-        t[i] &= M51;
-    }
-    t[4] &= M51;
-    let v = [
-        t[0] | (t[1] << 51),
-        (t[1] >> 13) | (t[2] << 38),
-        (t[2] >> 26) | (t[3] << 25),
-        (t[3] >> 39) | (t[4] << 12),
-    ];
-    let mut out = [0u8; 32];
-    for (i, w) in v.iter().enumerate() {
-        out[8 * i..8 * i + 8].copy_from_slice(&w.to_le_bytes());
-    }
-    out
-}
-
-fn carry(c: [u128; 5]) -> Fe {
-    let mut out = [0u64; 5];
-    let mut k: u128 = 0;
-    for i in 0..5 {
-        let v = c[i] + k;
-        out[i] = (v as u64) & M51;
-        k = v >> 51;
-    }
-    let v = out[0] as u128 + k * 19;
-    out[0] = (v as u64) & M51;
-    out[1] += (v >> 51) as u64;
-    out
-}
-
-fn mul(a: &Fe, b: &Fe) -> Fe {
-    let m = |x: u64, y: u64| (x as u128) * (y as u128);
-    let b19: [u64; 5] = [b[0], b[1] * 19, b[2] * 19, b[3] * 19, b[4] * 19];
-    let mut c = [0u128; 5];
-    for (i, &ai) in a.iter().enumerate() {
-        for (j, &bj) in b.iter().enumerate() {
-            if i + j < 5 {
-                c[i + j] += m(ai, bj);
-            } else {
-                c[i + j - 5] += m(ai, b19[j]);
-            }
-        }
-    }
-    carry(c)
-}
-
-fn add(a: &Fe, b: &Fe) -> Fe {
-    carry(core::array::from_fn(|i| (a[i] + b[i]) as u128))
-}
-
-/// `a - b` with `4 p` added (limbs of `b` below `2^52`).
-fn sub(a: &Fe, b: &Fe) -> Fe {
-    let four_p = |i: usize| {
-        if i == 0 {
-            (1u64 << 53) - 76
-        } else {
-            (1u64 << 53) - 4
-        }
-    };
-    carry(core::array::from_fn(|i| (a[i] + four_p(i) - b[i]) as u128))
-}
-
-fn mul_small(a: &Fe, k: u64) -> Fe {
-    carry(core::array::from_fn(|i| (a[i] as u128) * (k as u128)))
-}
-
-fn cswap(mask: u64, a: &mut Fe, b: &mut Fe) {
-    for i in 0..5 {
-        let t = mask & (a[i] ^ b[i]);
-        a[i] ^= t;
-        b[i] ^= t;
-    }
-}
-
-fn sqr_n(a: &Fe, n: usize) -> Fe {
-    let mut x = *a;
-    for _ in 0..n {
-        x = mul(&x, &x);
-    }
-    x
-}
-
-/// `z^(p - 2)`: the addition chain of ref10 (254 squarings, 11 multiplications).
-pub(crate) fn invert_with<F: Copy>(
-    z: &F,
-    mul: impl Fn(&F, &F) -> F,
-    sqr_n: impl Fn(&F, usize) -> F,
-) -> F {
-    let z2 = sqr_n(z, 1);
-    let z9 = mul(&sqr_n(&z2, 2), z);
-    let z11 = mul(&z9, &z2);
-    let z2_5_0 = mul(&sqr_n(&z11, 1), &z9);
-    let z2_10_0 = mul(&sqr_n(&z2_5_0, 5), &z2_5_0);
-    let z2_20_0 = mul(&sqr_n(&z2_10_0, 10), &z2_10_0);
-    let z2_40_0 = mul(&sqr_n(&z2_20_0, 20), &z2_20_0);
-    let z2_50_0 = mul(&sqr_n(&z2_40_0, 10), &z2_10_0);
-    let z2_100_0 = mul(&sqr_n(&z2_50_0, 50), &z2_50_0);
-    let z2_200_0 = mul(&sqr_n(&z2_100_0, 100), &z2_100_0);
-    let z2_250_0 = mul(&sqr_n(&z2_200_0, 50), &z2_50_0);
-    mul(&sqr_n(&z2_250_0, 5), &z11)
-}
-
-/// RFC 7748's `a24` for curve25519.
-pub(crate) const A24: u64 = 121_665;
 
 /// X25519 one job at a time (RFC 7748 section 5): the reference for the SIMD ladder.
 pub fn x25519_portable(scalar: &[u8; 32], point: &[u8; 32]) -> [u8; 32] {
@@ -267,6 +127,7 @@ pub fn x25519_portable(scalar: &[u8; 32], point: &[u8; 32]) -> [u8; 32] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::field25519::{Fe, M51};
 
     fn hex32(s: &str) -> [u8; 32] {
         let mut out = [0u8; 32];
@@ -390,7 +251,8 @@ mod tests {
             hex32("684cf59ba83309552800ef566f2f4d3c1c3887c49360e3875f2eb94d99532c51")
         );
         // Random jobs, every batch shape from 1 to 17, against the portable ladder; points
-        // include non-canonical ones (>= p, top bit set) and small-order ones.
+        // include the base point (the comb's jobs, mixed with the ladder's), non-canonical
+        // ones (>= p, top bit set) and small-order ones.
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(7748);
         let mut specials: Vec<[u8; 32]> = vec![[0u8; 32], [0xff; 32]];
@@ -404,12 +266,10 @@ mod tests {
         for n in 1..=17 {
             let scalars: Vec<[u8; 32]> = (0..n).map(|_| rng.gen()).collect();
             let points: Vec<[u8; 32]> = (0..n)
-                .map(|i| {
-                    if i % 5 == 4 {
-                        specials[i % specials.len()]
-                    } else {
-                        rng.gen()
-                    }
+                .map(|i| match i % 5 {
+                    4 => specials[i % specials.len()],
+                    1 | 2 => X25519_BASE_POINT,
+                    _ => rng.gen(),
                 })
                 .collect();
             let jobs: Vec<X25519Job<'_>> = scalars

@@ -10,10 +10,11 @@
 //! `cargo test --release -p quickshake-mbmath --test dudect -- --ignored --nocapture`
 //! (`DUDECT_SAMPLES=N` per class, default 1500.)
 //!
-//! Two tests: the message varies with the key fixed, and the CRT exponents
+//! Three tests: the message varies with the key fixed, and the CRT exponents
 //! vary with the moduli and message fixed (`dp`, `dq` whose windows below the
 //! top are all 0, so every table scan selects entry 0, against random ones):
-//! the second measures the exponent-dependent table selection directly.
+//! the second measures the exponent-dependent table selection directly; the
+//! third times X25519 (comb and ladder) with fixed against random scalars.
 
 mod common;
 
@@ -57,9 +58,37 @@ fn samples() -> usize {
         .unwrap_or(1500)
 }
 
-/// For every backend: times `samples` batches per class, the class of each drawn at random,
-/// `lanes(class, rng)` giving the batch's keys and inputs; prints Welch's t (all samples and
-/// cropped at the pooled 90th percentile) on a line starting with `label`.
+/// Times `samples` calls of `sample` per class, the class of each drawn at random (`sample`
+/// returns the nanoseconds of one call for that class); prints Welch's t (all samples and
+/// cropped at the pooled 90th percentile) on a line starting with `label` and `name`.
+fn report(
+    label: &str,
+    name: &str,
+    samples: usize,
+    rng: &mut StdRng,
+    mut sample: impl FnMut(usize, &mut StdRng) -> f64,
+) {
+    let mut times = [Vec::with_capacity(samples), Vec::with_capacity(samples)];
+    while times[0].len() < samples || times[1].len() < samples {
+        let class = rng.gen_range(0..2usize);
+        let dt = sample(class, rng);
+        if times[class].len() < samples {
+            times[class].push(dt);
+        }
+    }
+    let t_all = welch_t(&times[0], &times[1]);
+    let (a, b) = crop(&times[0], &times[1], 0.9);
+    let t_crop = welch_t(&a, &b);
+    let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64 / 1e3;
+    println!(
+        "{label} {name:<8} samples/class={samples} mean fixed={:.1}us random={:.1}us  t={t_all:+.2}  t(cropped p90)={t_crop:+.2}",
+        mean(&times[0]),
+        mean(&times[1]),
+    );
+}
+
+/// For every backend: [`report`] on the RSA CRT batch, `lanes(class, rng)` giving the batch's
+/// keys and inputs.
 fn run_classes<'k>(
     label: &str,
     samples: usize,
@@ -67,9 +96,7 @@ fn run_classes<'k>(
     mut lanes: impl FnMut(usize, &mut StdRng) -> Vec<(&'k RsaCrtKey, Vec<u8>)>,
 ) {
     for backend in backends() {
-        let mut times = [Vec::with_capacity(samples), Vec::with_capacity(samples)];
-        while times[0].len() < samples || times[1].len() < samples {
-            let class = rng.gen_range(0..2usize);
+        report(label, backend.kind().name(), samples, rng, |class, rng| {
             let batch = lanes(class, rng);
             let refs: Vec<(&RsaCrtKey, &[u8])> =
                 batch.iter().map(|(k, m)| (*k, m.as_slice())).collect();
@@ -77,20 +104,8 @@ fn run_classes<'k>(
             let out = rsa_private_crt_batch_unchecked(backend, &refs);
             let dt = t.elapsed().as_nanos() as f64;
             std::hint::black_box(out);
-            if times[class].len() < samples {
-                times[class].push(dt);
-            }
-        }
-        let t_all = welch_t(&times[0], &times[1]);
-        let (a, b) = crop(&times[0], &times[1], 0.9);
-        let t_crop = welch_t(&a, &b);
-        let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64 / 1e3;
-        println!(
-            "{label} {:<8} samples/class={samples} mean fixed={:.1}us random={:.1}us  t={t_all:+.2}  t(cropped p90)={t_crop:+.2}",
-            backend.kind().name(),
-            mean(&times[0]),
-            mean(&times[1]),
-        );
+            dt
+        });
     }
 }
 
@@ -163,4 +178,48 @@ fn dudect_fixed_vs_random_exponents() {
         let keys = if class == 0 { &fixed[set] } else { &pool[set] };
         keys.iter().map(|k| (k, msg.clone())).collect()
     });
+}
+
+/// X25519 on ifma: 8 key shares (the fixed-base comb) and 8 shared secrets (the ladder) per
+/// sample, with fixed scalars (all zero before clamping: a single bit set) against random
+/// ones, the peers' points random in both classes.
+#[test]
+#[ignore = "timing measurement; run explicitly with --ignored --nocapture"]
+fn dudect_x25519_fixed_vs_random_scalars() {
+    use quickshake_mbmath::{x25519_batch, Backend, BackendKind, X25519Job, X25519_BASE_POINT};
+    let Ok(backend) = Backend::new(BackendKind::Ifma) else {
+        println!("dudect-x25519: no AVX-512 IFMA on this CPU");
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(0x2551_9000);
+    report(
+        "dudect-x25519",
+        "ifma",
+        samples(),
+        &mut rng,
+        |class, rng| {
+            let scalars: Vec<[u8; 32]> = (0..8)
+                .map(|_| if class == 0 { [0u8; 32] } else { rng.gen() })
+                .collect();
+            let points: Vec<[u8; 32]> = (0..8).map(|_| rng.gen()).collect();
+            let jobs: Vec<X25519Job<'_>> = scalars
+                .iter()
+                .zip(&points)
+                .flat_map(|(scalar, point)| {
+                    [
+                        X25519Job {
+                            scalar,
+                            point: &X25519_BASE_POINT,
+                        },
+                        X25519Job { scalar, point },
+                    ]
+                })
+                .collect();
+            let t = Instant::now();
+            let out = x25519_batch(backend, &jobs);
+            let dt = t.elapsed().as_nanos() as f64;
+            let _ = std::hint::black_box(out);
+            dt
+        },
+    );
 }

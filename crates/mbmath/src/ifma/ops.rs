@@ -125,3 +125,10 @@ pub(super) fn splat(c: u64) -> __m512i {
     // SAFETY: as in `lo`.
     unsafe { _mm512_set1_epi64(c as i64) }
 }
+
+/// All ones in the lanes where `a` is negative (as a signed 64-bit value), zero elsewhere.
+#[inline(always)]
+pub(super) fn sign_mask(a: __m512i) -> __m512i {
+    // SAFETY: as in `lo`.
+    unsafe { _mm512_srai_epi64::<63>(a) }
+}

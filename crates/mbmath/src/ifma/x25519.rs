@@ -16,12 +16,12 @@ use core::arch::x86_64::*;
 
 use super::ops::{add, and, hi, lo, shl, shr51, shr_var, splat, sub, xor};
 use super::{from_vec, to_vec};
+use crate::field25519::{clamp, fe_from_bytes, fe_to_bytes, invert_with, wipe, A24};
 use crate::token::IfmaToken;
-use crate::x25519::{clamp, fe_from_bytes, fe_to_bytes, invert_with, wipe, A24};
 
 type V = __m512i;
 /// A field element in each of 8 lanes.
-type Fe8 = [V; 5];
+pub(super) type Fe8 = [V; 5];
 
 const M51: u64 = (1 << 51) - 1;
 
@@ -63,14 +63,14 @@ fn reduce(l: [V; 9], h: [V; 9]) -> Fe8 {
 }
 
 #[inline(always)]
-fn zero() -> V {
+pub(super) fn zero() -> V {
     splat(0)
 }
 
 /// `a * b`. Column sums: at most 5 terms below `2^52` each.
 #[inline]
 #[target_feature(enable = "avx512f,avx512ifma")]
-fn mul(a: &Fe8, b: &Fe8) -> Fe8 {
+pub(super) fn mul(a: &Fe8, b: &Fe8) -> Fe8 {
     let mut l = [zero(); 9];
     let mut h = [zero(); 9];
     for i in 0..5 {
@@ -86,7 +86,7 @@ fn mul(a: &Fe8, b: &Fe8) -> Fe8 {
 /// terms per column, so doubled sums stay below `2^55`, plus one square: `< 2^56`).
 #[inline]
 #[target_feature(enable = "avx512f,avx512ifma")]
-fn sqr(a: &Fe8) -> Fe8 {
+pub(super) fn sqr(a: &Fe8) -> Fe8 {
     let mut l = [zero(); 9];
     let mut h = [zero(); 9];
     for i in 0..5 {
@@ -107,7 +107,7 @@ fn sqr(a: &Fe8) -> Fe8 {
 }
 
 #[target_feature(enable = "avx512f,avx512ifma")]
-fn sqr_n(a: &Fe8, n: usize) -> Fe8 {
+pub(super) fn sqr_n(a: &Fe8, n: usize) -> Fe8 {
     let mut x = *a;
     for _ in 0..n {
         x = sqr(&x);
@@ -117,7 +117,7 @@ fn sqr_n(a: &Fe8, n: usize) -> Fe8 {
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512ifma")]
-fn fadd(a: &Fe8, b: &Fe8) -> Fe8 {
+pub(super) fn fadd(a: &Fe8, b: &Fe8) -> Fe8 {
     let mut s = [zero(); 5];
     for i in 0..5 {
         s[i] = add(a[i], b[i]);
@@ -128,7 +128,7 @@ fn fadd(a: &Fe8, b: &Fe8) -> Fe8 {
 /// `a - b + 4 p` (limbs of `b` below `2^52 < 4 p`'s limbs; sums below `2^54`).
 #[inline]
 #[target_feature(enable = "avx512f,avx512ifma")]
-fn fsub(a: &Fe8, b: &Fe8) -> Fe8 {
+pub(super) fn fsub(a: &Fe8, b: &Fe8) -> Fe8 {
     let mut s = [zero(); 5];
     for i in 0..5 {
         let four_p = splat(if i == 0 {
@@ -163,7 +163,7 @@ fn add_a24_times(s: &Fe8, e: &Fe8) -> Fe8 {
 /// Exchange `a` and `b` in the lanes where `mask` is all ones.
 #[inline]
 #[target_feature(enable = "avx512f,avx512ifma")]
-fn cswap(mask: V, a: &mut Fe8, b: &mut Fe8) {
+pub(super) fn cswap(mask: V, a: &mut Fe8, b: &mut Fe8) {
     for i in 0..5 {
         let t = and(mask, xor(a[i], b[i]));
         a[i] = xor(a[i], t);
