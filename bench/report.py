@@ -411,7 +411,9 @@ def engines_section(R, out, results_path):
                    "round); where crypto_mb runs, `vs=crypto_mb` lines give each backend's per-round "
                    "ratio to crypto_mb's rate (median and range); the RSA-2048 public operation that checks "
                    "every result, BoringSSL one at a time against each engine's batch of 8 "
-                   "(`rsa2048-public` lines); then RSA-3072 and RSA-4096 batches of 8 "
+                   "(`rsa2048-public` lines); the X25519 key exchange, BoringSSL's key pair and "
+                   "shared secret one at a time against each engine's batch of 8 exchanges "
+                   "(`x25519` lines); then RSA-3072 and RSA-4096 batches of 8 "
                    "(ifma, avx2, crypto_mb) in 7 rounds each, with the same `ratio=` and `vs=crypto_mb` lines. "
                    "How the engines got there and what was tried: "
                    "[bench/engine-notes.md](../bench/engine-notes.md).\n")

@@ -73,6 +73,16 @@ fn pow_vartime(a: &Fe, e: &[u8; 32]) -> Fe {
     r
 }
 
+/// The extended point of the formulas' `E, F, G, H`: `(E F : G H : F G : E H)`.
+fn efgh(e: &Fe, f: &Fe, g: &Fe, h: &Fe) -> Ext {
+    Ext {
+        x: mul(e, f),
+        y: mul(g, h),
+        z: mul(f, g),
+        t: mul(e, h),
+    }
+}
+
 /// Unified addition (Hisil et al., add-2008-hwcd-3; complete on Edwards25519, so it doubles
 /// too); `d2` is `2 d`.
 fn ext_add(p: &Ext, q: &Ext, d2: &Fe) -> Ext {
@@ -82,12 +92,7 @@ fn ext_add(p: &Ext, q: &Ext, d2: &Fe) -> Ext {
     let zz = mul(&p.z, &q.z);
     let d = add(&zz, &zz);
     let (e, f, g, h) = (sub(&b, &a), sub(&d, &c), add(&d, &c), add(&b, &a));
-    Ext {
-        x: mul(&e, &f),
-        y: mul(&g, &h),
-        z: mul(&f, &g),
-        t: mul(&e, &h),
-    }
+    efgh(&e, &f, &g, &h)
 }
 
 /// `p` plus a table point (ref10's `ge_madd`, then to extended coordinates).
@@ -97,12 +102,7 @@ fn madd(p: &Ext, q: &Niels) -> Ext {
     let c = mul(&q.xy2d, &p.t);
     let d = add(&p.z, &p.z);
     let (e, h, g, f) = (sub(&a, &b), add(&a, &b), add(&d, &c), sub(&d, &c));
-    Ext {
-        x: mul(&e, &f),
-        y: mul(&g, &h),
-        z: mul(&f, &g),
-        t: mul(&e, &h),
-    }
+    efgh(&e, &f, &g, &h)
 }
 
 /// `2 p` (dbl-2008-hwcd with `a = -1`).
@@ -116,12 +116,7 @@ fn dbl(p: &Ext) -> Ext {
     let g = sub(&b, &a);
     let f = sub(&g, &c);
     let h = sub(&ZERO, &add(&a, &b));
-    Ext {
-        x: mul(&e, &f),
-        y: mul(&g, &h),
-        z: mul(&f, &g),
-        t: mul(&e, &h),
-    }
+    efgh(&e, &f, &g, &h)
 }
 
 /// `d = -121665 / 121666`.
@@ -230,8 +225,8 @@ fn select(pos: usize, digit: i8) -> Niels {
     }
     cswap(neg, &mut t.ypx, &mut t.ymx);
     let n = sub(&ZERO, &t.xy2d);
-    for l in 0..5 {
-        t.xy2d[l] ^= neg & (t.xy2d[l] ^ n[l]);
+    for (x, nl) in t.xy2d.iter_mut().zip(n) {
+        *x ^= neg & (*x ^ nl);
     }
     t
 }

@@ -11,9 +11,9 @@
 //! backend (median and range of the per-round ratios of its signatures/s to crypto_mb's); then
 //! the same for RSA-3072 and RSA-4096 (`rsa3072 ...`, `rsa4096 ...` lines; ifma, avx2 and
 //! crypto_mb only; `ENGINE_BENCH_NO_LARGE=1` skips them); the public-key check of results
-//! (`rsa2048-public ...` lines) and the X25519 key exchange (`x25519 backend=<name>
-//! exchange_us=<x> boringssl_us=<y>`: one exchange, our share and the shared secret, in a
-//! batch of 8 exchanges against BoringSSL's `X25519_keypair` + `X25519`). Every
+//! (`rsa2048-public backend=<name> batch8_us=<x> per_us=<x/8> boringssl_us=<y>`) and the X25519
+//! key exchange (`x25519 ...`, the same fields: one exchange is our share and the shared
+//! secret, in batches of 8 exchanges, against BoringSSL's `X25519_keypair` + `X25519`). Every
 //! rate inside a round is the median of single-call times, so a neighbour's burst on a shared
 //! machine moves neither.
 //!
@@ -138,7 +138,7 @@ fn main() {
 
 /// The public-key check of 8 RSA-2048 results: BoringSSL's public operation one at a time
 /// (what the provider does without a batched one) against each engine's `rsa_public` batch of 8
-/// where it has one. Prints `rsa2048-public backend=<name> batch8_us=<x> boringssl_us=<y>`.
+/// where it has one. Prints `rsa2048-public backend=<name> batch8_us=..` ([`batch_lines`]).
 fn public_check(
     engines: &[(String, Box<dyn Engine>)],
     keys: &[std::sync::Arc<ProviderKey>],
@@ -171,23 +171,14 @@ fn public_check(
         let t = time_per_call(window / 2, || {
             let _ = engine.rsa_public(&lanes);
         });
-        println!(
-            "  {name:<32} {:8.1} us per batch of 8 ({:.1} per result)",
-            t * 1e6,
-            t * 1e6 / 8.0
-        );
-        println!(
-            "rsa2048-public backend={name} batch8_us={:.1} boringssl_us={:.1}",
-            t * 1e6,
-            boring * 1e6
-        );
+        batch_lines("rsa2048-public", name, "result", t, boring);
     }
 }
 
 /// One TLS 1.3 X25519 exchange (our key share, then the shared secret with the peer's):
 /// BoringSSL's `X25519_keypair` + `X25519` one at a time against each engine's batch of 8
-/// exchanges (16 lanes: 8 base-point, 8 peer). Prints `x25519 backend=<name> exchange_us=<x>
-/// boringssl_us=<y>`.
+/// exchanges (16 lanes: 8 base-point, 8 peer). Prints `x25519 backend=<name> batch8_us=..`
+/// ([`batch_lines`]).
 #[allow(unsafe_code)]
 fn key_exchange(engines: &[(String, Box<dyn Engine>)], window: Duration) {
     use quickshake_keyprovider::engine::{X25519Lane, X25519_BASE};
@@ -232,17 +223,25 @@ X25519 key exchange (our share + the shared secret):
         let t = time_per_call(window / 2, || {
             let _ = engine.x25519(&lanes);
         });
-        println!(
-            "  {name:<32} {:8.1} us per batch of 8 exchanges ({:.1} per exchange)",
-            t * 1e6,
-            t * 1e6 / 8.0
-        );
-        println!(
-            "x25519 backend={name} exchange_us={:.1} boringssl_us={:.1}",
-            t * 1e6 / 8.0,
-            boring * 1e6
-        );
+        batch_lines("x25519", name, "exchange", t, boring);
     }
+}
+
+/// One engine's time for a batch of 8 (`t`, seconds) against BoringSSL's one at a time
+/// (`boring`): a readable line and `<label> backend=<name> batch8_us=<x> per_us=<x/8>
+/// boringssl_us=<y>`.
+fn batch_lines(label: &str, name: &str, per: &str, t: f64, boring: f64) {
+    println!(
+        "  {name:<32} {:8.1} us per batch of 8 ({:.1} per {per})",
+        t * 1e6,
+        t * 1e6 / 8.0
+    );
+    println!(
+        "{label} backend={name} batch8_us={:.1} per_us={:.1} boringssl_us={:.1}",
+        t * 1e6,
+        t * 1e6 / 8.0,
+        boring * 1e6
+    );
 }
 
 /// RSA-3072 and RSA-4096 (1536- and 2048-bit primes: 30 and 40 radix-2^52 limbs), batches of 8

@@ -39,20 +39,30 @@ fn select(row: &[Niels; 8], e: V) -> [Fe8; 3] {
     t[1][0] = or_and(t[1][0], splat(1), m);
     for (j, entry) in row.iter().enumerate() {
         let m = eq_vec(abs, j as u64 + 1);
-        for l in 0..5 {
-            t[0][l] = or_and(t[0][l], splat(entry.ypx[l]), m);
-            t[1][l] = or_and(t[1][l], splat(entry.ymx[l]), m);
-            t[2][l] = or_and(t[2][l], splat(entry.xy2d[l]), m);
+        for (dst, src) in t.iter_mut().zip([&entry.ypx, &entry.ymx, &entry.xy2d]) {
+            for (d, &s) in dst.iter_mut().zip(src) {
+                *d = or_and(*d, splat(s), m);
+            }
         }
     }
     let [mut ypx, mut ymx, xy2d] = t;
     cswap(neg, &mut ypx, &mut ymx);
     let n = fsub(&[zero(); 5], &xy2d);
     let mut out = xy2d;
-    for l in 0..5 {
-        out[l] = xor(out[l], and(neg, xor(out[l], n[l])));
+    for (o, nl) in out.iter_mut().zip(n) {
+        *o = xor(*o, and(neg, xor(*o, nl)));
     }
     [ypx, ymx, out]
+}
+
+/// `p = (E F : G H : F G : E H)`, per lane.
+#[inline]
+#[target_feature(enable = "avx512f,avx512ifma")]
+fn set_efgh(p: &mut Ext8, e: &Fe8, f: &Fe8, g: &Fe8, h: &Fe8) {
+    p.x = mul(e, f);
+    p.y = mul(g, h);
+    p.z = mul(f, g);
+    p.t = mul(e, h);
 }
 
 /// `p` plus a table point, per lane (ref10's `ge_madd`, then to extended coordinates).
@@ -64,10 +74,7 @@ fn madd(p: &mut Ext8, q: &[Fe8; 3]) {
     let c = mul(&q[2], &p.t);
     let d = fadd(&p.z, &p.z);
     let (e, h, g, f) = (fsub(&a, &b), fadd(&a, &b), fadd(&d, &c), fsub(&d, &c));
-    p.x = mul(&e, &f);
-    p.y = mul(&g, &h);
-    p.z = mul(&f, &g);
-    p.t = mul(&e, &h);
+    set_efgh(p, &e, &f, &g, &h);
 }
 
 /// `2 p`, per lane (dbl-2008-hwcd with `a = -1`).
@@ -81,10 +88,7 @@ fn dbl(p: &mut Ext8) {
     let g = fsub(&b, &a);
     let f = fsub(&g, &c);
     let h = fsub(&[zero(); 5], &fadd(&a, &b));
-    p.x = mul(&e, &f);
-    p.y = mul(&g, &h);
-    p.z = mul(&f, &g);
-    p.t = mul(&e, &h);
+    set_efgh(p, &e, &f, &g, &h);
 }
 
 /// `X25519(scalars[l], 9)` for the 8 lanes.

@@ -300,20 +300,21 @@ impl CryptoMbLib {
             std::array::from_fn(|_| it.next().map_or(ptr::null_mut(), |o| o.as_mut_ptr()))
         };
         let k: [*const u8; 8] = std::array::from_fn(|i| scalars[i].as_ptr());
-        // SAFETY: every pointer is to a distinct 32-byte array (the size x25519.h's functions
-        // read and write per lane), alive for the call.
         let status = match points {
             Some(points) => {
                 let f = self
                     .x25519_mb8
                     .ok_or("this crypto_mb has no mbx_x25519_mb8")?;
                 let u: [*const u8; 8] = std::array::from_fn(|i| points[i].as_ptr());
+                // SAFETY: every pointer is to a distinct 32-byte array (what x25519.h's
+                // functions read or write per lane), alive for the call.
                 unsafe { f(to.as_ptr(), k.as_ptr(), u.as_ptr()) }
             }
             None => {
                 let f = self
                     .x25519_public_key_mb8
                     .ok_or("this crypto_mb has no mbx_x25519_public_key_mb8")?;
+                // SAFETY: as above: distinct 32-byte arrays, alive for the call.
                 unsafe { f(to.as_ptr(), k.as_ptr()) }
             }
         };
