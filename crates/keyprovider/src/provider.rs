@@ -259,10 +259,11 @@ impl ProviderCore {
         };
         let backs = match class {
             OpClass::Rsa => self.batched_public(&batch, &results),
-            OpClass::Ecdsa | OpClass::Kex => Vec::new(),
+            OpClass::Ecdsa => self.batched_verify(&batch, &results),
+            OpClass::Kex => Vec::new(),
         };
         for (i, (op, raw)) in batch.into_iter().zip(results).enumerate() {
-            let back = backs.get(i).and_then(|b| b.as_deref());
+            let back = backs.get(i).and_then(|b| b.as_ref());
             let result = self.check(&op, raw, back);
             if result.is_err() {
                 self.stats.failed.inc();
@@ -420,7 +421,7 @@ impl ProviderCore {
     /// Each RSA result raised to `e` mod `n` by the engine's batched public operation, where it
     /// has one for these lanes (empty, or `None` for a lane, where not: that lane is checked by
     /// BoringSSL).
-    fn batched_public(&self, batch: &[PendingOp], results: &[LaneResult]) -> Vec<Option<Vec<u8>>> {
+    fn batched_public(&self, batch: &[PendingOp], results: &[LaneResult]) -> Vec<Option<Batched>> {
         let (index, lanes): (Vec<usize>, Vec<RsaLane<'_>>) = batch
             .iter()
             .zip(results)
@@ -439,7 +440,36 @@ impl ProviderCore {
         };
         let mut out = vec![None; batch.len()];
         for (i, back) in index.into_iter().zip(backs) {
-            out[i] = back.ok();
+            out[i] = back.ok().map(Batched::RsaBack);
+        }
+        out
+    }
+
+    /// The ECDSA signatures the engine's batched verification confirmed, where it has one for
+    /// these lanes (`None` for a lane it did not confirm: BoringSSL verifies that one).
+    fn batched_verify(&self, batch: &[PendingOp], results: &[LaneResult]) -> Vec<Option<Batched>> {
+        let mut index = Vec::with_capacity(batch.len());
+        let mut lanes = Vec::with_capacity(batch.len());
+        let mut sigs: Vec<&[u8]> = Vec::with_capacity(batch.len());
+        for (i, (op, r)) in batch.iter().zip(results).enumerate() {
+            if let (Some(key), Ok(sig)) = (op.key.ec.as_ref(), r) {
+                index.push(i);
+                lanes.push(EcdsaLane {
+                    key,
+                    digest: &op.input,
+                });
+                sigs.push(sig);
+            }
+        }
+        if lanes.is_empty() {
+            return Vec::new();
+        }
+        let Some(verified) = self.engine.ecdsa_verify(&lanes, &sigs) else {
+            return Vec::new();
+        };
+        let mut out = vec![None; batch.len()];
+        for (i, ok) in index.into_iter().zip(verified) {
+            out[i] = ok.then_some(Batched::EcdsaVerified);
         }
         out
     }
@@ -447,7 +477,7 @@ impl ProviderCore {
     /// Check a lane's result (`back`: the result raised to `e` by the engine's batched public
     /// operation, if it ran; else BoringSSL computes it); redo in software when the check fails,
     /// or on an engine error when fallback is on.
-    fn check(&self, op: &PendingOp, raw: LaneResult, back: Option<&[u8]>) -> OpResult {
+    fn check(&self, op: &PendingOp, raw: LaneResult, back: Option<&Batched>) -> OpResult {
         match raw {
             Ok(v) if result_is_valid(op, &v, back) => Ok(v),
             Ok(_) => {
@@ -519,11 +549,21 @@ fn scalar_one(op: &PendingOp) -> LaneResult {
     }
 }
 
+/// What the engine's batched check found for one lane.
+#[derive(Clone)]
+enum Batched {
+    /// An RSA result raised to `e` mod `n` (`Engine::rsa_public`), to compare with the input.
+    RsaBack(Vec<u8>),
+    /// An ECDSA signature the engine verified with the public key (`Engine::ecdsa_verify`).
+    EcdsaVerified,
+}
+
 /// RSA: `result^e == input` (a signature made with a device's PSS mechanism: or a valid
 /// EMSA-PSS encoding of the same hash, see [`back_is_valid`]), with `result^e mod n` from
 /// `back` where given (the engine's batched public operation), else from BoringSSL. ECDSA: the
-/// signature verifies with the public key.
-fn result_is_valid(op: &PendingOp, result: &[u8], back: Option<&[u8]>) -> bool {
+/// signature verifies with the public key: the engine's batched verification where it
+/// confirmed it, else BoringSSL's.
+fn result_is_valid(op: &PendingOp, result: &[u8], back: Option<&Batched>) -> bool {
     match op.kind {
         OpKind::RsaSign | OpKind::RsaDecrypt => {
             let Some(public) = op.key.rsa_public.as_ref() else {
@@ -536,11 +576,12 @@ fn result_is_valid(op: &PendingOp, result: &[u8], back: Option<&[u8]>) -> bool {
             let view = op.signing.as_ref().filter(|_| op.kind == OpKind::RsaSign);
             let bits = public.n().num_bits() as usize;
             match back {
-                Some(back) => back_is_valid(&op.input, view, back, bits),
-                None => rsa_public_back(public, result)
+                Some(Batched::RsaBack(back)) => back_is_valid(&op.input, view, back, bits),
+                _ => rsa_public_back(public, result)
                     .is_some_and(|back| back_is_valid(&op.input, view, &back, bits)),
             }
         }
+        OpKind::EcdsaSign if matches!(back, Some(Batched::EcdsaVerified)) => true,
         OpKind::EcdsaSign => {
             let (Some(public), Ok(sig)) = (
                 op.key.ec_public.as_ref(),
@@ -577,12 +618,19 @@ mod tests {
         input[0] = 0;
         let (op, _rx) = PendingOp::new(OpKind::RsaDecrypt, key, input.clone());
         let result = vec![1u8; 256];
-        assert!(result_is_valid(&op, &result, Some(&input)));
+        let back = |v: &[u8]| Batched::RsaBack(v.to_vec());
+        assert!(result_is_valid(&op, &result, Some(&back(&input))));
         let mut other = input.clone();
         other[255] ^= 1;
-        assert!(!result_is_valid(&op, &result, Some(&other)));
-        assert!(!result_is_valid(&op, &result, Some(&input[1..])));
-        assert!(!result_is_valid(&op, &result[1..], Some(&input)));
+        assert!(!result_is_valid(&op, &result, Some(&back(&other))));
+        assert!(!result_is_valid(&op, &result, Some(&back(&input[1..]))));
+        assert!(!result_is_valid(&op, &result[1..], Some(&back(&input))));
+        // An ECDSA confirmation says nothing about an RSA result: BoringSSL decides.
+        assert!(!result_is_valid(
+            &op,
+            &result,
+            Some(&Batched::EcdsaVerified)
+        ));
         // Without one, BoringSSL's public operation decides (`result` is not a valid result).
         assert!(!result_is_valid(&op, &result, None));
     }

@@ -246,15 +246,20 @@ fn ec_keys(count: usize) -> Vec<EcKeyPair> {
         .collect()
 }
 
-fn check_ecdsa_batch(engine: &CryptoMbEngine, keys: &[EcKeyPair], digests: &[Vec<u8>]) {
-    let lanes: Vec<EcdsaLane<'_>> = digests
+/// Lane `i` signs `digests[i]` with key `i mod keys.len()`.
+fn ec_lanes<'a>(keys: &'a [EcKeyPair], digests: &'a [Vec<u8>]) -> Vec<EcdsaLane<'a>> {
+    digests
         .iter()
         .enumerate()
         .map(|(i, d)| EcdsaLane {
             key: &keys[i % keys.len()].parts,
             digest: d,
         })
-        .collect();
+        .collect()
+}
+
+fn check_ecdsa_batch(engine: &CryptoMbEngine, keys: &[EcKeyPair], digests: &[Vec<u8>]) {
+    let lanes = ec_lanes(keys, digests);
     let results = engine.ecdsa_sign(&lanes);
     assert_eq!(results.len(), digests.len());
     for (i, r) in results.into_iter().enumerate() {
@@ -338,6 +343,59 @@ fn ecdsa_p256_signatures_verify() {
     assert!(matches!(r[0], Err(LaneError::Failed(_))));
     let sig = EcdsaSig::from_der(r[1].as_ref().unwrap()).unwrap();
     assert!(sig.verify(&d, &keys[1].key).unwrap());
+}
+
+/// The batched ECDSA check (`Engine::ecdsa_verify`, `mbx_nistp256_ecdsa_verify_mb8`): every
+/// good signature confirmed, in batches of 4 to 11 with mixed keys (a digest >= n and a short
+/// one among them); a corrupted signature, a signature over another digest and one under
+/// another key are not (they go to BoringSSL's check, which rejects them); batches below the
+/// crossover are left to BoringSSL altogether.
+#[test]
+fn ecdsa_batched_verification_confirms_only_good_signatures() {
+    let Some(engine) = engine() else { return };
+    let keys = ec_keys(8);
+    let mut digests: Vec<Vec<u8>> = (0..9)
+        .map(|i| boring::sha::sha256(&[i as u8; 7]).to_vec())
+        .collect();
+    digests.push(vec![0xFF; 32]);
+    digests.push(vec![0x5A; 20]);
+    let lanes = ec_lanes(&keys, &digests);
+    let sigs: Vec<Vec<u8>> = engine
+        .ecdsa_sign(&lanes)
+        .into_iter()
+        .map(|r| r.expect("signed"))
+        .collect();
+    for n in 4..=lanes.len() {
+        let refs: Vec<&[u8]> = sigs[..n].iter().map(|s| s.as_slice()).collect();
+        let ok = engine.ecdsa_verify(&lanes[..n], &refs).expect("batched");
+        assert!(ok.iter().all(|&v| v), "{n} lanes: {ok:?}");
+    }
+    // Below the crossover (4) BoringSSL checks each one.
+    let refs: Vec<&[u8]> = sigs[..3].iter().map(|s| s.as_slice()).collect();
+    assert!(engine.ecdsa_verify(&lanes[..3], &refs).is_none());
+    // Lane 1 corrupted (last byte of s), lane 2 checked against lane 3's digest, lane 4 under
+    // lane 5's key.
+    let mut bad = sigs.clone();
+    let last = bad[1].len() - 1;
+    bad[1][last] ^= 1;
+    let mut wrong: Vec<EcdsaLane<'_>> = lanes[..6]
+        .iter()
+        .map(|l| EcdsaLane {
+            key: l.key,
+            digest: l.digest,
+        })
+        .collect();
+    wrong[2] = EcdsaLane {
+        key: lanes[2].key,
+        digest: lanes[3].digest,
+    };
+    wrong[4] = EcdsaLane {
+        key: lanes[5].key,
+        digest: lanes[4].digest,
+    };
+    let refs: Vec<&[u8]> = bad[..6].iter().map(|s| s.as_slice()).collect();
+    let ok = engine.ecdsa_verify(&wrong, &refs).expect("batched");
+    assert_eq!(ok, [true, false, false, true, false, true]);
 }
 
 #[test]

@@ -28,7 +28,7 @@ use boring::bn::{BigNum, BigNumContext};
 use boring::rsa::Padding;
 use quickshake_keyprovider::engine::crypto_mb::CryptoMbEngine;
 use quickshake_keyprovider::engine::mbmath::MbMathEngine;
-use quickshake_keyprovider::engine::{Engine, RsaLane};
+use quickshake_keyprovider::engine::{EcdsaLane, Engine, RsaLane};
 use quickshake_keyprovider::ProviderKey;
 use quickshake_mbmath::{available_backends, mont_mul_1024_lanes, Backend};
 
@@ -126,6 +126,8 @@ fn main() {
     public_check(&engines, &keys, &input, window);
     // The TLS 1.3 key exchange (`Engine::x25519`), where an engine batches it.
     key_exchange(&engines, window);
+    // The check of ECDSA P-256 signatures (`Engine::ecdsa_verify`), where an engine batches it.
+    ecdsa_check(&engines, window);
     // The larger keys: only the engines that are fast at RSA-2048 (ifma, avx2, crypto_mb).
     let fast: Vec<(String, Box<dyn Engine>)> = engines
         .into_iter()
@@ -225,6 +227,68 @@ X25519 key exchange (our share + the shared secret):
         });
         batch_lines("x25519", name, "exchange", t, boring);
     }
+}
+
+/// The check of 8 ECDSA P-256 signatures: BoringSSL's verification one at a time against each
+/// engine's `ecdsa_verify` batch of 8 where it has one. Prints `p256-verify backend=<name>
+/// batch8_us=..` ([`batch_lines`]).
+fn ecdsa_check(engines: &[(String, Box<dyn Engine>)], window: Duration) {
+    let path = certs().join("ecdsa-p256.key.pem");
+    let Ok(pem) = std::fs::read(&path) else {
+        return;
+    };
+    let Ok(key) = ProviderKey::from_pem(&pem, "bench", &path.display().to_string()) else {
+        return;
+    };
+    let (Some(parts), Some(public)) = (key.ec.as_ref(), key.ec_public.as_ref()) else {
+        return;
+    };
+    let digests: Vec<[u8; 32]> = (0..8u8).map(|i| boring::sha::sha256(&[i; 9])).collect();
+    let sigs: Vec<Vec<u8>> = digests
+        .iter()
+        .filter_map(|d| {
+            boring::ecdsa::EcdsaSig::sign(d, public_to_private(&key)?)
+                .ok()?
+                .to_der()
+                .ok()
+        })
+        .collect();
+    if sigs.len() != 8 {
+        return;
+    }
+    let parsed: Vec<boring::ecdsa::EcdsaSig> = sigs
+        .iter()
+        .filter_map(|s| boring::ecdsa::EcdsaSig::from_der(s).ok())
+        .collect();
+    let boring = time_per_call(window / 2, || {
+        let _ = parsed[0].verify(&digests[0], public);
+    });
+    println!(
+        "\nECDSA P-256 signature check (every result, before it leaves the provider):\n  boringssl one at a time          {:8.1} us",
+        boring * 1e6
+    );
+    let lanes: Vec<EcdsaLane<'_>> = digests
+        .iter()
+        .map(|d| EcdsaLane {
+            key: parts,
+            digest: d,
+        })
+        .collect();
+    let refs: Vec<&[u8]> = sigs.iter().map(|s| s.as_slice()).collect();
+    for (name, engine) in engines {
+        if engine.ecdsa_verify(&lanes, &refs).is_none() {
+            continue;
+        }
+        let t = time_per_call(window / 2, || {
+            let _ = engine.ecdsa_verify(&lanes, &refs);
+        });
+        batch_lines("p256-verify", name, "signature", t, boring);
+    }
+}
+
+/// The key's private half as BoringSSL holds it (the provider key's native copy).
+fn public_to_private(key: &ProviderKey) -> Option<&boring::ec::EcKeyRef<boring::pkey::Private>> {
+    key.ec.as_ref()?.native.as_deref()
 }
 
 /// One engine's time for a batch of 8 (`t`, seconds) against BoringSSL's one at a time

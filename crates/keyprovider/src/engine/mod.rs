@@ -213,6 +213,15 @@ pub trait Engine: Send + Sync + 'static {
         let _ = lanes;
         None
     }
+    /// ECDSA verification of each lane's signature (`signatures[i]`, DER) over its digest with
+    /// its key's public point, batched: the provider's check of ECDSA results. `true` only for
+    /// a signature the engine verified; `false` (or `None` for the whole batch, the default:
+    /// no batched verification faster than BoringSSL's) leaves that lane to BoringSSL's check,
+    /// so a `false` never rejects a signature by itself.
+    fn ecdsa_verify(&self, lanes: &[EcdsaLane<'_>], signatures: &[&[u8]]) -> Option<Vec<bool>> {
+        let _ = (lanes, signatures);
+        None
+    }
     /// X25519 for each lane, batched (the key exchange of TLS 1.3 handshakes). An all-zero
     /// output is returned as computed; the provider rejects it. Engines without one (the
     /// default) fail every lane `Unsupported`, and report `x25519_min_batch: usize::MAX`.

@@ -82,6 +82,15 @@ type EcdsaSignFn = unsafe extern "C" fn(
     *mut u8,           // pBuffer
 ) -> MbxStatus;
 
+type EcdsaVerifyFn = unsafe extern "C" fn(
+    *const *const u8,  // pa_sign_r[8]
+    *const *const u8,  // pa_sign_s[8]
+    *const *const u8,  // pa_msg[8]
+    *const *const u64, // pa_pubx[8]
+    *const *const u64, // pa_puby[8]
+    *const *const u64, // pa_pubz[8] (NULL: affine)
+    *mut u8,           // pBuffer (NULL)
+) -> MbxStatus;
 type X25519Fn = unsafe extern "C" fn(
     *const *mut u8,   // pa_shared_key[8]
     *const *const u8, // pa_private_key[8]
@@ -113,6 +122,8 @@ pub(super) struct CryptoMbLib {
     rsa_pub65537_method: Option<RsaMethodFn>,
     rsa_public_mb8: Option<RsaPublicFn>,
     ecdsa_sign_mb8: EcdsaSignFn,
+    /// `mbx_nistp256_ecdsa_verify_mb8`, where the library has it.
+    ecdsa_verify_mb8: Option<EcdsaVerifyFn>,
     /// `mbx_x25519_mb8` and `mbx_x25519_public_key_mb8` (x25519.h), where the library has them.
     x25519_mb8: Option<X25519Fn>,
     x25519_public_key_mb8: Option<X25519PublicKeyFn>,
@@ -176,6 +187,7 @@ impl CryptoMbLib {
                 rsa_pub65537_method: sym(&lib, b"mbx_RSA_pub65537_Method\0").ok(),
                 rsa_public_mb8: sym(&lib, b"mbx_rsa_public_mb8\0").ok(),
                 ecdsa_sign_mb8: sym(&lib, b"mbx_nistp256_ecdsa_sign_mb8\0")?,
+                ecdsa_verify_mb8: sym(&lib, b"mbx_nistp256_ecdsa_verify_mb8\0").ok(),
                 x25519_mb8: sym(&lib, b"mbx_x25519_mb8\0").ok(),
                 x25519_public_key_mb8: sym(&lib, b"mbx_x25519_public_key_mb8\0").ok(),
                 _lib: lib,
@@ -277,6 +289,47 @@ impl CryptoMbLib {
                 bits as c_int,
                 method.ptr.as_ptr(),
                 scratch.as_mut_ptr(),
+            )
+        };
+        Ok(status)
+    }
+
+    /// Whether the library has `mbx_nistp256_ecdsa_verify_mb8`.
+    pub(super) fn has_ecdsa_verify(&self) -> bool {
+        self.ecdsa_verify_mb8.is_some()
+    }
+
+    /// `mbx_nistp256_ecdsa_verify_mb8`: 8 P-256 signatures (`r`, `s` big-endian) over `msg`
+    /// (big-endian, reduced mod n) with affine public points (`x`, `y` little-endian limbs).
+    /// Every lane filled; lane status 0 means the signature verified.
+    pub(super) fn nistp256_ecdsa_verify_mb8(
+        &self,
+        r: &[[u8; 32]; 8],
+        s: &[[u8; 32]; 8],
+        msg: &[[u8; 32]; 8],
+        x: &[[u64; 4]; 8],
+        y: &[[u64; 4]; 8],
+    ) -> Result<MbxStatus, &'static str> {
+        let f = self
+            .ecdsa_verify_mb8
+            .ok_or("this crypto_mb has no mbx_nistp256_ecdsa_verify_mb8")?;
+        let bytes =
+            |a: &[[u8; 32]; 8]| -> [*const u8; 8] { std::array::from_fn(|i| a[i].as_ptr()) };
+        let limbs =
+            |a: &[[u64; 4]; 8]| -> [*const u64; 8] { std::array::from_fn(|i| a[i].as_ptr()) };
+        let (r, s, msg, x, y) = (bytes(r), bytes(s), bytes(msg), limbs(x), limbs(y));
+        // SAFETY: every pointer is to a 32-byte array or 4 limbs, the sizes ec_nistp256.h's
+        // verification reads per lane, alive for the call; a NULL `pa_pubz` means affine points
+        // and a NULL buffer lets the library use its own (as its self-test calls it).
+        let status = unsafe {
+            f(
+                r.as_ptr(),
+                s.as_ptr(),
+                msg.as_ptr(),
+                x.as_ptr(),
+                y.as_ptr(),
+                ptr::null(),
+                ptr::null_mut(),
             )
         };
         Ok(status)

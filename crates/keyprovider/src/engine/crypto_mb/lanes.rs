@@ -63,6 +63,12 @@ pub(super) fn check_ecdsa_lane(
     if (d.iter().fold(0, |a, &x| a | x) == 0) | (borrow == 0) {
         return Err(LaneError::Failed("P-256 private key out of range".into()));
     }
+    Ok((ecdsa_message(digest)?, d))
+}
+
+/// The message crypto_mb signs and verifies for a digest: its leftmost 256 bits reduced mod n,
+/// big-endian; an error for an empty digest or one that is 0 mod n (never a real hash).
+pub(super) fn ecdsa_message(digest: &[u8]) -> Result<[u8; 32], LaneError> {
     if digest.is_empty() {
         return Err(LaneError::Failed("empty digest".into()));
     }
@@ -81,7 +87,40 @@ pub(super) fn check_ecdsa_lane(
             "digest is 0 mod n, which crypto_mb does not sign".into(),
         ));
     }
-    Ok((limbs_to_be32(&reduced), d))
+    Ok(limbs_to_be32(&reduced))
+}
+
+/// One signature to verify as `mbx_nistp256_ecdsa_verify_mb8` takes it: the message
+/// ([`ecdsa_message`]), the public point's coordinates as little-endian limbs, `r` and `s` as
+/// 32 big-endian bytes.
+#[derive(Clone, Copy)]
+pub(super) struct VerifyParts {
+    pub(super) msg: [u8; 32],
+    pub(super) x: [u64; 4],
+    pub(super) y: [u64; 4],
+    pub(super) r: [u8; 32],
+    pub(super) s: [u8; 32],
+}
+
+/// A lane's [`VerifyParts`]; `None` when its digest, key or DER signature does not convert.
+pub(super) fn verify_parts(
+    key: &EcKeyParts,
+    digest: &[u8],
+    signature: &[u8],
+) -> Option<VerifyParts> {
+    let msg = ecdsa_message(digest).ok()?;
+    let x = be_to_le_limbs(&key.x, 4)?;
+    let y = be_to_le_limbs(&key.y, 4)?;
+    let sig = boring::ecdsa::EcdsaSig::from_der(signature).ok()?;
+    let r: [u8; 32] = sig.r().to_vec_padded(32).ok()?.try_into().ok()?;
+    let s: [u8; 32] = sig.s().to_vec_padded(32).ok()?.try_into().ok()?;
+    Some(VerifyParts {
+        msg,
+        x: [x[0], x[1], x[2], x[3]],
+        y: [y[0], y[1], y[2], y[3]],
+        r,
+        s,
+    })
 }
 
 /// `a - n` over 4 limbs and the final borrow (1 when `a < n`). Constant time.
