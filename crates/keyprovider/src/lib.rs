@@ -11,7 +11,8 @@
 //! The pipeline points one way: `method` (BoringSSL's key method: hash, pad, queue) →
 //! `queue` (*when* a batch runs: per-worker queues, timer or adaptive flush) → `provider`
 //! (*how* it is computed and checked, and *where*: a [`provider::Placement`] fixed at
-//! construction) → `engine` (the raw operations). The operation types live in the leaf `op`.
+//! construction; the checks themselves in `check`) → `engine` (the raw operations). The
+//! operation types live in the leaf `op`.
 //! `registry` ([`Providers`]) builds this per certificate and carries it across key rotation.
 //!
 //! It must not own sockets or event loops (it runs on the worker that calls it), takes its
@@ -22,6 +23,7 @@
 #![deny(unsafe_code)]
 
 pub mod batch;
+mod check;
 pub mod config;
 pub mod engine;
 pub mod engines;
