@@ -78,19 +78,8 @@ pub(crate) fn result_is_valid(op: &PendingOp, result: &[u8], back: Option<&Batch
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use crate::key::ProviderKey;
-
-    fn rsa2048() -> Arc<ProviderKey> {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../testdata/certs/rsa2048.key.pem"
-        );
-        let pem = std::fs::read(path).expect("committed test key");
-        ProviderKey::from_pem(&pem, "test", path).expect("valid key")
-    }
+    use crate::key::test_rsa2048 as rsa2048;
 
     /// With `back` from a batched public operation the check compares it with the input, and a
     /// `back` of the wrong length fails the check instead of panicking in the comparison.

@@ -213,3 +213,14 @@ impl ProviderKey {
         self.rsa.as_ref().map_or(0, |r| r.n.len())
     }
 }
+
+/// The committed RSA-2048 test key, for this crate's unit tests.
+#[cfg(test)]
+pub(crate) fn test_rsa2048() -> Arc<ProviderKey> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/certs/rsa2048.key.pem"
+    );
+    let pem = std::fs::read(path).expect("committed test key");
+    ProviderKey::from_pem(&pem, "test", path).expect("valid key")
+}

@@ -215,9 +215,6 @@ impl ProviderCore {
 
     /// Compute one batch and reply to every operation in it, on the calling thread.
     fn process(&self, class: OpClass, batch: Vec<PendingOp>) {
-        if class == OpClass::Kex {
-            return self.process_kex(batch);
-        }
         let caps = self.engine.capabilities();
         let size = batch.len();
         let min = match class {
@@ -225,10 +222,11 @@ impl ProviderCore {
                 self.stats.rsa_queue_sizes.record(size as f64);
                 caps.rsa_min_batch
             }
-            OpClass::Ecdsa | OpClass::Kex => {
+            OpClass::Ecdsa => {
                 self.stats.ecdsa_queue_sizes.record(size as f64);
                 caps.ecdsa_min_batch
             }
+            OpClass::Kex => return self.process_kex(batch),
         };
         for op in &batch {
             match op.kind {
@@ -531,16 +529,7 @@ impl ProviderCore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::ProviderKey;
-
-    fn rsa2048() -> Arc<ProviderKey> {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../testdata/certs/rsa2048.key.pem"
-        );
-        let pem = std::fs::read(path).expect("committed test key");
-        ProviderKey::from_pem(&pem, "test", path).expect("valid key")
-    }
+    use crate::key::test_rsa2048 as rsa2048;
 
     /// Batched key exchanges agree with the peer's own X25519 (the peer's secret from our
     /// share is ours); a low-order share and a batch below the crossover go back to the

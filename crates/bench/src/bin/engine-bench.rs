@@ -147,11 +147,7 @@ fn public_check(
     input: &[Vec<u8>],
     window: Duration,
 ) {
-    let rsa = keys[0]
-        .rsa
-        .as_ref()
-        .and_then(|r| r.native.clone())
-        .expect("native key");
+    let rsa = native_rsa(keys);
     let mut out = vec![0u8; rsa.size() as usize];
     let boring = time_per_call(window / 2, || {
         let _ = rsa.public_encrypt(&input[0], &mut out, Padding::NONE);
@@ -247,7 +243,7 @@ fn ecdsa_check(engines: &[(String, Box<dyn Engine>)], window: Duration) {
     let sigs: Vec<Vec<u8>> = digests
         .iter()
         .filter_map(|d| {
-            boring::ecdsa::EcdsaSig::sign(d, public_to_private(&key)?)
+            boring::ecdsa::EcdsaSig::sign(d, native_ec(&key)?)
                 .ok()?
                 .to_der()
                 .ok()
@@ -286,9 +282,18 @@ fn ecdsa_check(engines: &[(String, Box<dyn Engine>)], window: Duration) {
     }
 }
 
-/// The key's private half as BoringSSL holds it (the provider key's native copy).
-fn public_to_private(key: &ProviderKey) -> Option<&boring::ec::EcKeyRef<boring::pkey::Private>> {
+/// The EC key as BoringSSL holds it (the provider key's native copy).
+fn native_ec(key: &ProviderKey) -> Option<&boring::ec::EcKeyRef<boring::pkey::Private>> {
     key.ec.as_ref()?.native.as_deref()
+}
+
+/// The first key's RSA key as BoringSSL holds it (the provider key's native copy).
+fn native_rsa(keys: &[std::sync::Arc<ProviderKey>]) -> boring::rsa::Rsa<boring::pkey::Private> {
+    keys[0]
+        .rsa
+        .as_ref()
+        .and_then(|r| r.native.clone())
+        .expect("native key")
 }
 
 /// One engine's time for a batch of 8 (`t`, seconds) against BoringSSL's one at a time
@@ -438,11 +443,7 @@ fn boring_signs_per_sec(
     input: &[Vec<u8>],
     window: Duration,
 ) -> f64 {
-    let rsa = keys[0]
-        .rsa
-        .as_ref()
-        .and_then(|r| r.native.clone())
-        .expect("native key");
+    let rsa = native_rsa(keys);
     let mut out = vec![0u8; rsa.size() as usize];
     1.0 / time_per_call(window, || {
         let _ = rsa.private_decrypt(&input[0], &mut out, Padding::NONE);

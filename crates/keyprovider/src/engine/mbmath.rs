@@ -142,10 +142,8 @@ impl Engine for MbMathEngine {
         Some(self.per_key(lanes, |batch| rsa_public_batch(self.backend, batch)))
     }
 
+    /// ifma and portable; the other backends have none (`x25519_batch` says `Unsupported`).
     fn x25519(&self, lanes: &[X25519Lane<'_>]) -> Vec<Result<[u8; 32], LaneError>> {
-        if self.caps.x25519_min_batch == usize::MAX {
-            return vec![Err(LaneError::Unsupported); lanes.len()];
-        }
         let jobs: Vec<X25519Job<'_>> = lanes
             .iter()
             .map(|l| X25519Job {

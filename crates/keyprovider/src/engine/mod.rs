@@ -135,11 +135,7 @@ pub struct EcdsaLane<'a> {
 }
 
 /// The X25519 base point's u-coordinate (9): `X25519(k, 9)` is the public share of `k`.
-pub const X25519_BASE: [u8; 32] = {
-    let mut b = [0u8; 32];
-    b[0] = 9;
-    b
-};
+pub use quickshake_mbmath::X25519_BASE_POINT as X25519_BASE;
 
 /// One X25519 lane (RFC 7748): `X25519(scalar, point)`; `point` is the peer's key share or
 /// the base point (9), for our own share.

@@ -1,5 +1,6 @@
 //! The 8-lane crypto_mb calls: one `mbx_rsa_private_crt_mb8` or `mbx_rsa_public_mb8` of one
-//! key size, one `mbx_nistp256_ecdsa_sign_mb8`, with their lanes already validated.
+//! key size, one `mbx_nistp256_ecdsa_sign_mb8` or `mbx_nistp256_ecdsa_verify_mb8`, one
+//! `mbx_x25519_mb8` or `mbx_x25519_public_key_mb8`, with their lanes already validated.
 //!
 //! Owns the marshalling into crypto_mb's fixed 8-slot arrays (unused slots repeat a good lane),
 //! the per-thread RSA scratch buffer, per-lane status decoding, and wiping the limb copies of
@@ -7,9 +8,11 @@
 
 use std::cell::RefCell;
 
-use super::lanes::{be_to_le_limbs, der_signature, is_f4, random_scalar, wipe, wipe_limbs, LANES};
+use super::lanes::{
+    be_to_le_limbs, der_signature, is_f4, random_scalar, wipe_limbs, VerifyParts, LANES,
+};
 use super::{ffi, CryptoMbEngine};
-use crate::engine::{LaneError, LaneResult, RsaLane};
+use crate::engine::{wipe, LaneError, LaneResult, RsaLane, X25519Lane};
 
 thread_local! {
     /// Per-thread scratch buffer for `mbx_rsa_private_crt_mb8` and `mbx_rsa_public_mb8`.
@@ -159,11 +162,65 @@ impl CryptoMbEngine {
             })
             .collect()
     }
+
+    /// One `mbx_nistp256_ecdsa_verify_mb8` of up to 8 signatures (at least one): whether each
+    /// verified (lane status 0); a failed call confirms none.
+    pub(super) fn ecdsa_verify_batch(&self, parts: &[VerifyParts]) -> Vec<bool> {
+        debug_assert!(!parts.is_empty() && parts.len() <= LANES);
+        let p = slots(parts);
+        let msg = std::array::from_fn(|j| p[j].msg);
+        let x = std::array::from_fn(|j| p[j].x);
+        let y = std::array::from_fn(|j| p[j].y);
+        let r = std::array::from_fn(|j| p[j].r);
+        let s = std::array::from_fn(|j| p[j].s);
+        match self.lib.nistp256_ecdsa_verify_mb8(&r, &s, &msg, &x, &y) {
+            Ok(status) => (0..parts.len())
+                .map(|j| ffi::lane_status(status, j) == 0)
+                .collect(),
+            Err(_) => vec![false; parts.len()],
+        }
+    }
+
+    /// One X25519 call of up to 8 lanes (`chunk`: indices into `lanes`, at least one):
+    /// `mbx_x25519_public_key_mb8` when they are all base-point lanes (`base`), else
+    /// `mbx_x25519_mb8`; each lane's result into `results`. The scalar and output copies are
+    /// wiped after the call.
+    pub(super) fn x25519_batch(
+        &self,
+        lanes: &[X25519Lane<'_>],
+        chunk: &[usize],
+        base: bool,
+        results: &mut [Result<[u8; 32], LaneError>],
+    ) {
+        debug_assert!(!chunk.is_empty() && chunk.len() <= LANES);
+        let slot = slots(chunk);
+        let mut scalars: [[u8; 32]; 8] = std::array::from_fn(|j| *lanes[slot[j]].scalar);
+        let points: [[u8; 32]; 8] = std::array::from_fn(|j| *lanes[slot[j]].point);
+        let mut out = [[0u8; 32]; 8];
+        let status = self
+            .lib
+            .x25519_mb8(&mut out, &scalars, (!base).then_some(&points));
+        for s in &mut scalars {
+            wipe(s);
+        }
+        for (j, &i) in chunk.iter().enumerate() {
+            results[i] = match status {
+                Ok(st) if ffi::lane_status(st, j) == 0 => Ok(out[j]),
+                Ok(st) => Err(LaneError::Failed(
+                    ffi::status_name(ffi::lane_status(st, j)).into(),
+                )),
+                Err(e) => Err(LaneError::Failed(e.into())),
+            };
+        }
+        for o in &mut out {
+            wipe(o);
+        }
+    }
 }
 
-/// The lane behind each of crypto_mb's 8 slots: the `good` lanes (at least one), then the first
-/// of them again for the unused slots (each slot still gets its own output buffer).
-fn slots(good: &[usize]) -> [usize; LANES] {
+/// What fills each of crypto_mb's 8 slots: the `good` lanes (at least one), then the first of
+/// them again for the unused slots (each slot still gets its own output buffer).
+fn slots<T: Copy>(good: &[T]) -> [T; LANES] {
     std::array::from_fn(|j| good.get(j).copied().unwrap_or(good[0]))
 }
 

@@ -5,7 +5,7 @@
 //! Constant time in the secret inputs: limbs are copied without branching on secret values,
 //! and leading zero bytes of secret parts are checked with an OR fold, never stripped.
 
-use crate::engine::{EcKeyParts, LaneError, RsaKeyParts, RsaLane};
+use crate::engine::{wipe, EcKeyParts, LaneError, RsaKeyParts, RsaLane};
 
 /// Lanes per crypto_mb call.
 pub(super) const LANES: usize = 8;
@@ -212,11 +212,6 @@ pub(super) fn der_signature(r: &[u8; 32], s: &[u8; 32]) -> Vec<u8> {
     out.push(body.len() as u8); // at most 70 for P-256: short form
     out.extend_from_slice(&body);
     out
-}
-
-pub(super) fn wipe(v: &mut [u8]) {
-    v.fill(0);
-    std::hint::black_box(v);
 }
 
 pub(super) fn wipe_limbs(v: &mut [u64]) {

@@ -32,10 +32,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::{
-    wipe, Capabilities, EcdsaLane, Engine, LaneError, LaneResult, RsaLane, X25519Lane, X25519_BASE,
+    Capabilities, EcdsaLane, Engine, LaneError, LaneResult, RsaLane, X25519Lane, X25519_BASE,
 };
 use crate::options::EngineOptions;
-use ffi::{lane_status, status_name};
 use lanes::{
     check_ecdsa_lane, check_rsa_lane, is_f4, verify_parts, wipe_limbs, VerifyParts, LANES, RSA_BITS,
 };
@@ -211,8 +210,8 @@ impl Engine for CryptoMbEngine {
         }))
     }
 
-    /// `mbx_nistp256_ecdsa_verify_mb8`, 8 lanes at a time (a partial group padded with its first
-    /// lane); a lane whose parts do not parse stays unconfirmed (BoringSSL checks it).
+    /// `mbx_nistp256_ecdsa_verify_mb8`, 8 lanes at a time; a lane whose parts do not parse
+    /// stays unconfirmed (BoringSSL checks it).
     fn ecdsa_verify(&self, lanes: &[EcdsaLane<'_>], signatures: &[&[u8]]) -> Option<Vec<bool>> {
         if !self.lib.has_ecdsa_verify()
             || lanes.len() < ECDSA_VERIFY_MIN_BATCH
@@ -228,23 +227,16 @@ impl Engine for CryptoMbEngine {
             .collect();
         let mut out = vec![false; lanes.len()];
         for chunk in parts.chunks(LANES) {
-            let slot = |j: usize| chunk.get(j).unwrap_or(&chunk[0]).1;
-            let msg = std::array::from_fn(|j| slot(j).msg);
-            let x = std::array::from_fn(|j| slot(j).x);
-            let y = std::array::from_fn(|j| slot(j).y);
-            let r = std::array::from_fn(|j| slot(j).r);
-            let s = std::array::from_fn(|j| slot(j).s);
-            if let Ok(status) = self.lib.nistp256_ecdsa_verify_mb8(&r, &s, &msg, &x, &y) {
-                for (j, lane) in chunk.iter().enumerate() {
-                    out[lane.0] = lane_status(status, j) == 0;
-                }
+            let group: Vec<VerifyParts> = chunk.iter().map(|(_, p)| *p).collect();
+            for ((i, _), ok) in chunk.iter().zip(self.ecdsa_verify_batch(&group)) {
+                out[*i] = ok;
             }
         }
         Some(out)
     }
 
     /// Base-point lanes through `mbx_x25519_public_key_mb8`, the rest through `mbx_x25519_mb8`,
-    /// 8 at a time (a partial group padded with its first lane).
+    /// 8 at a time.
     fn x25519(&self, lanes: &[X25519Lane<'_>]) -> Vec<Result<[u8; 32], LaneError>> {
         let mut results = vec![Err(LaneError::Unsupported); lanes.len()];
         if !self.lib.has_x25519() {
@@ -252,28 +244,9 @@ impl Engine for CryptoMbEngine {
         }
         let (base, peer): (Vec<usize>, Vec<usize>) =
             (0..lanes.len()).partition(|&i| *lanes[i].point == X25519_BASE);
-        for (idx, with_points) in [(base, false), (peer, true)] {
+        for (idx, is_base) in [(base, true), (peer, false)] {
             for chunk in idx.chunks(LANES) {
-                let lane = |j: usize| &lanes[chunk[j.min(chunk.len() - 1)]];
-                let mut scalars: [[u8; 32]; 8] = std::array::from_fn(|j| *lane(j).scalar);
-                let points: [[u8; 32]; 8] = std::array::from_fn(|j| *lane(j).point);
-                let mut out = [[0u8; 32]; 8];
-                let status =
-                    self.lib
-                        .x25519_mb8(&mut out, &scalars, with_points.then_some(&points));
-                for s in &mut scalars {
-                    wipe(s);
-                }
-                for (j, &i) in chunk.iter().enumerate() {
-                    results[i] = match status {
-                        Ok(st) if lane_status(st, j) == 0 => Ok(out[j]),
-                        Ok(st) => Err(LaneError::Failed(status_name(lane_status(st, j)).into())),
-                        Err(e) => Err(LaneError::Failed(e.into())),
-                    };
-                }
-                for o in &mut out {
-                    wipe(o);
-                }
+                self.x25519_batch(lanes, chunk, is_base, &mut results);
             }
         }
         results
