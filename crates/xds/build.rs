@@ -1,15 +1,15 @@
-//! Finds the descriptor set that the `envoy-types` crate ships beside its generated code
-//! (`src/generated/types.bin`: every Envoy, xDS and Google message it was generated from), keeps
-//! the files that define the messages quickshake's configuration accepts and the files they
-//! import, and writes that smaller set into OUT_DIR for the bridge to decode resources by
-//! reflection. (The whole set costs ~45 MiB of heap once decoded; a resource of a type left out
-//! is refused with its type URL, as the configuration would refuse it anyway.) The crate does
-//! not export the file, so its source directory is asked of `cargo metadata`, which works with
-//! the registry, vendored sources and path overrides alike.
+//! Reads the descriptor set that the `envoy-types` crate ships beside its generated code
+//! (`src/generated/types.bin`: every Envoy, xDS and Google message it was generated from; a copy
+//! in `descriptors/`, see its README), keeps the files that define the messages quickshake's
+//! configuration accepts and the files they import, and writes that smaller set into OUT_DIR for
+//! the bridge to decode resources by reflection. (The whole set costs ~45 MiB of heap once
+//! decoded; a resource of a type left out is refused with its type URL, as the configuration
+//! would refuse it anyway.) The crate does not export the file, and asking `cargo metadata` for
+//! its source directory fails on a fresh cargo home (it wants every platform's packages), hence
+//! the copy, which also serves offline and vendored builds.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::process::Command;
 
 use prost::Message;
 use prost_types::FileDescriptorSet;
@@ -51,34 +51,7 @@ const ROOTS: &[&str] = &[
 fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let meta = Command::new(cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--offline",
-            "--manifest-path",
-        ])
-        .arg(manifest.join("Cargo.toml"))
-        .output()
-        .expect("cannot run cargo metadata");
-    assert!(
-        meta.status.success(),
-        "cargo metadata failed: {}",
-        String::from_utf8_lossy(&meta.stderr)
-    );
-    let doc: serde_json::Value =
-        serde_json::from_slice(&meta.stdout).expect("cargo metadata printed bad JSON");
-    let pkg = doc["packages"]
-        .as_array()
-        .and_then(|p| p.iter().find(|p| p["name"] == "envoy-types"))
-        .expect("envoy-types is not among the dependencies");
-    let pkg_manifest = PathBuf::from(pkg["manifest_path"].as_str().expect("manifest_path"));
-    let bin = pkg_manifest
-        .parent()
-        .expect("a manifest has a directory")
-        .join("src/generated/types.bin");
+    let bin = manifest.join("descriptors/envoy-types.bin");
     let bytes =
         std::fs::read(&bin).unwrap_or_else(|e| panic!("cannot read {}: {e}", bin.display()));
     let set = FileDescriptorSet::decode(bytes.as_slice()).expect("envoy-types' descriptor set");

@@ -2,8 +2,8 @@
 //! generated from (its shipped descriptor set), plus the few that crate does not carry, declared
 //! here: the contrib private key providers (`cryptomb`, `qat`, `sgx`), quickshake's own batching
 //! and `pkcs11` providers and handshake limit listener filter, and `TypedStruct` (`udpa.type.v1` and `xds.type.v3`, as Istio wraps extensions).
-//! Field numbers and names are those of Envoy's `.proto` files. The shipped set is pruned at
-//! build time (`build.rs`) to the files the accepted message types need (1.2 of 3.4 MB; the
+//! Field numbers and names are those of Envoy's `.proto` files. The shipped set (a copy in
+//! `descriptors/`) is pruned at build time (`build.rs`) to the files the accepted message types need (1.2 of 3.4 MB; the
 //! decoded pool is most of the xDS client's resident memory).
 
 use std::sync::OnceLock;
@@ -196,6 +196,26 @@ fn declared() -> Vec<FileDescriptorProto> {
 
 #[cfg(test)]
 mod tests {
+    /// `descriptors/envoy-types.bin` is the set of the `envoy-types` version the workspace
+    /// locks: a version bump without `scripts/regen-xds-descriptors` fails here.
+    #[test]
+    fn descriptor_set_matches_envoy_types() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let copied = std::fs::read_to_string(dir.join("descriptors/envoy-types.version")).unwrap();
+        let lock = std::fs::read_to_string(dir.join("../../Cargo.lock")).unwrap();
+        let locked = lock
+            .split("[[package]]")
+            .find(|p| p.contains("name = \"envoy-types\""))
+            .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = ")))
+            .map(|v| v.trim_matches('"').to_owned())
+            .expect("envoy-types in Cargo.lock");
+        assert_eq!(
+            copied.trim(),
+            locked,
+            "crates/xds/descriptors holds another envoy-types version's set: run scripts/regen-xds-descriptors"
+        );
+    }
+
     #[test]
     fn every_resource_and_declared_message_resolves() {
         let pool = super::pool().unwrap();
