@@ -30,6 +30,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATES = os.path.join(ROOT, "bench", "templates")
+# crypto_mb is loaded only from the directory named (scripts/install-crypto-mb's); the servers,
+# doctor and engine-bench started from here inherit it.
+os.environ.setdefault("QUICKSHAKE_CRYPTO_MB_DIR", os.path.join(ROOT, ".deps", "crypto_mb"))
 # The quickshake.batching provider block's one copy (the Helm chart reads it too).
 BATCHING_PROVIDER = os.path.join(ROOT, "deploy", "helm", "quickshake", "files", "batching-provider.yaml")
 SERVER_CPU, CLIENT_CPU = "0", "1"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the committed test certificates and keys (test use only; never deploy these).
-# Usage: testdata/gen-certs.sh   (writes testdata/certs/)
+# Usage: testdata/gen-certs.sh   (writes testdata/certs/; testdata/README.md lists what each file is for)
 set -euo pipefail
 cd "$(dirname "$0")/certs"
 days=36500

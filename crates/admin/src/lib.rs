@@ -5,7 +5,7 @@
 //! and JSON, rendered by `clusters`) and `/help`, with Envoy's status codes and bodies. Routing
 //! is the pure [`handle`] function; [`serve`] only carries it over HTTP/1.1.
 //! It must not own server state or decide policy: everything it reports or
-//! changes goes through [`AdminState`], which the server implements (and
+//! changes goes through [`AdminState`], which `quickshake-control` implements (and
 //! which hands over config dumps already redacted). It must not render stats
 //! itself — that is `quickshake-stats`.
 #![forbid(unsafe_code)]

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::ops_types::{ListenerInfo, LogControl, LogLevel, RuntimeLayer};
+use crate::ops_types::{ListenerInfo, LogControl, LogLevel, RuntimeLayer, UnknownLogger};
 
 /// Envoy's query parameters: `k=v` pairs split on `&`, not decoded; a pair with no value is
 /// dropped and the first of a repeated key wins.
@@ -92,14 +92,30 @@ pub fn logging(ctl: Option<&dyn LogControl>, query: &str) -> (u16, String) {
     (status, out)
 }
 
-fn level(name: &str) -> Result<LogLevel, &'static str> {
-    LogLevel::parse(name).ok_or("unknown logger level")
+/// Why a `/logging` request changes nothing; displayed as Envoy's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum LoggingError {
+    #[error("invalid number of parameters")]
+    ParameterCount,
+    #[error("unknown logger level")]
+    UnknownLevel,
+    #[error("empty logger name or empty logger level")]
+    EmptyPair,
+    #[error(transparent)]
+    UnknownLogger(#[from] UnknownLogger),
+}
+
+fn level(name: &str) -> Result<LogLevel, LoggingError> {
+    LogLevel::parse(name).ok_or(LoggingError::UnknownLevel)
 }
 
 /// Envoy's `changeLogLevel`: `level=` (all), `paths=a:l,b:l`, or `<logger>=<level>`.
-fn change_levels(ctl: Option<&dyn LogControl>, params: &[(&str, &str)]) -> Result<(), String> {
+fn change_levels(
+    ctl: Option<&dyn LogControl>,
+    params: &[(&str, &str)],
+) -> Result<(), LoggingError> {
     let [(key, value)] = params else {
-        return Err("invalid number of parameters".into());
+        return Err(LoggingError::ParameterCount);
     };
     if *key == "level" {
         let l = level(value)?;
@@ -114,15 +130,15 @@ fn change_levels(ctl: Option<&dyn LogControl>, params: &[(&str, &str)]) -> Resul
         for pair in value.split(',').filter(|p| !p.trim().is_empty()) {
             let (name, lvl) = pair.split_once(':').unwrap_or((pair, ""));
             if name.trim().is_empty() || lvl.trim().is_empty() {
-                return Err("empty logger name or empty logger level".into());
+                return Err(LoggingError::EmptyPair);
             }
             changes.push((name.trim().to_owned(), level(lvl.trim())?));
         }
     } else {
         changes.push(((*key).to_owned(), level(value)?));
     }
-    let ctl = ctl.ok_or("unknown logger name")?;
-    ctl.set(&changes).map_err(|e| e.to_string())?;
+    let ctl = ctl.ok_or(UnknownLogger)?;
+    ctl.set(&changes)?;
     for (name, l) in &changes {
         tracing::info!("change log level: name='{name}' level='{l}'");
     }

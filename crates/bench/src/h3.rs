@@ -367,10 +367,7 @@ impl Exchange {
 mod tests {
     use super::*;
     use boring::ssl::{SslContextBuilder, SslMethod, SslVerifyMode, SslVersion};
-
-    fn cert(name: &str) -> String {
-        format!("{}/../../testdata/certs/{name}", env!("CARGO_MANIFEST_DIR"))
-    }
+    use quickshake_test_support::paths::cert;
 
     fn client_ctx(verify: bool) -> SslContextBuilder {
         let mut b = SslContextBuilder::new(SslMethod::tls()).unwrap();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use boring::ssl::{SslAcceptor, SslFiletype, SslMethod};
-use common::{bench, make_certs, Certs};
+use common::{bench, make_certs, Certs, Run};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -96,14 +96,9 @@ fn pct(v: &serde_json::Value, which: &str) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-#[test]
-fn open_loop_keeps_schedule_and_counts_queueing() {
-    let certs = make_certs();
-
-    // 1. A server that answers every request after 50 ms, concurrently.
-    let addr = start_server(&certs, Duration::from_millis(50), false);
-    let url = format!("https://localhost:{}/", addr.port());
-    let run = bench(
+/// `--rate 20` for 2 s (up to 1000 connections, 5 s timeout) against `url`.
+fn open_loop_at_20_per_second(url: &str) -> Run {
+    bench(
         &[
             "--rate",
             "20",
@@ -115,18 +110,21 @@ fn open_loop_keeps_schedule_and_counts_queueing() {
             "--json",
             "--timeout",
             "5s",
-            &url,
+            url,
         ],
         LIMIT,
-    );
-    assert_eq!(
-        run.code,
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        run.stdout,
-        run.stderr
-    );
-    let v = run.json();
+    )
+}
+
+#[test]
+fn open_loop_keeps_schedule_and_counts_queueing() {
+    let certs = make_certs();
+
+    // 1. A server that answers every request after 50 ms, concurrently.
+    let addr = start_server(&certs, Duration::from_millis(50), false);
+    let url = format!("https://localhost:{}/", addr.port());
+    let run = open_loop_at_20_per_second(&url);
+    let v = run.success_json();
     let done = v["requests"].as_u64().unwrap_or(0);
     assert!((36..=41).contains(&done), "completed {done}: {v}");
     assert_eq!(v["errors"]["total"], 0, "{v}");
@@ -139,22 +137,7 @@ fn open_loop_keeps_schedule_and_counts_queueing() {
     //    the 20/s asked, so latency counted from the intended start must keep growing.
     let addr = start_server(&certs, Duration::from_millis(100), true);
     let url = format!("https://localhost:{}/", addr.port());
-    let run = bench(
-        &[
-            "--rate",
-            "20",
-            "-d",
-            "2s",
-            "-c",
-            "1000",
-            "-k",
-            "--json",
-            "--timeout",
-            "5s",
-            &url,
-        ],
-        LIMIT,
-    );
+    let run = open_loop_at_20_per_second(&url);
     let v = run.json();
     let done = v["requests"].as_u64().unwrap_or(0);
     assert!((10..=25).contains(&done), "completed {done}: {v}");

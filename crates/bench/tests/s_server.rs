@@ -27,14 +27,7 @@ fn full_handshakes_without_tickets() {
         ],
         LIMIT,
     );
-    assert_eq!(
-        run.code,
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        run.stdout,
-        run.stderr
-    );
-    let v = run.json();
+    let v = run.success_json();
     assert!(v["handshakes"].as_u64().unwrap_or(0) > 0, "{v}");
     assert_eq!(v["resumed"], 0, "{v}");
     assert_eq!(v["errors"]["total"], 0, "{v}");
@@ -61,14 +54,7 @@ fn resumption_counted_when_allowed_and_fatal_otherwise() {
         ],
         LIMIT,
     );
-    assert_eq!(
-        run.code,
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        run.stdout,
-        run.stderr
-    );
-    let v = run.json();
+    let v = run.success_json();
     assert!(v["resumed"].as_u64().unwrap_or(0) > 0, "{v}");
     assert_eq!(v["ok"], true);
 
@@ -121,14 +107,7 @@ fn tls12_and_group_choice() {
         ],
         LIMIT,
     );
-    assert_eq!(
-        run.code,
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        run.stdout,
-        run.stderr
-    );
-    let v = run.json();
+    let v = run.success_json();
     assert_eq!(v["negotiated"]["version"], "TLSv1.2", "{v}");
     assert_eq!(v["negotiated"]["group"], "P-256", "{v}");
     assert_eq!(v["requests"], 20, "{v}");
@@ -171,14 +150,7 @@ fn server_stats_are_read_and_checked() {
         ],
         LIMIT,
     );
-    assert_eq!(
-        run.code,
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        run.stdout,
-        run.stderr
-    );
-    let v = run.json();
+    let v = run.success_json();
     assert_eq!(v["server"]["handshakes"], 100, "{v}");
     assert_eq!(v["server"]["session_reused"], 0, "{v}");
     assert!(

@@ -147,7 +147,7 @@ fn substitution_format_string(lf: &Node<'_>) -> Result<(LogFormat, bool)> {
             let ds = data_source(&src)?;
             let bytes = read_data_source(&ds, &src.path)?;
             let s = String::from_utf8(bytes).map_err(|_| src.err("format is not UTF-8"))?;
-            LogFormat::Text(parse_format(&s).map_err(|e| src.err(e))?)
+            LogFormat::Text(parse_format(&s).map_err(|e| src.err(e.to_string()))?)
         }
         ["json_format"] => LogFormat::Json(json_object(&lo.req("json_format")?)?),
         many => {
@@ -161,7 +161,7 @@ fn substitution_format_string(lf: &Node<'_>) -> Result<(LogFormat, bool)> {
 }
 
 fn text(node: &Node<'_>) -> Result<Vec<FormatPart>> {
-    parse_format(node.as_str()?).map_err(|e| node.err(e))
+    parse_format(node.as_str()?).map_err(|e| node.err(e.to_string()))
 }
 
 /// Parse a `json_format` Struct given on its own (a mapping; values nest).
@@ -197,14 +197,31 @@ fn json_template(node: &Node<'_>) -> Result<JsonTemplate> {
                 .map(|(i, v)| json_template(&Node::new(v, format!("{}[{i}]", node.path))))
                 .collect::<Result<_>>()?,
         ),
-        Value::String(s) => JsonTemplate::Format(parse_format(s).map_err(|e| node.err(e))?),
+        Value::String(s) => {
+            JsonTemplate::Format(parse_format(s).map_err(|e| node.err(e.to_string()))?)
+        }
         other => JsonTemplate::Constant(other.clone()),
     })
 }
 
+/// Why a format string does not parse; displayed as Envoy's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    #[error(
+        "Incorrect configuration: {format}. Couldn't find valid command at position {position}"
+    )]
+    NoValidCommand { format: String, position: usize },
+    #[error("{0} requires parameters")]
+    MissingParameters(&'static str),
+    #[error("More than 1 alternative header specified in token")]
+    TooManyAlternatives,
+    #[error("Not supported field in StreamInfo: {0}")]
+    Unsupported(String),
+}
+
 /// Parse an Envoy format string into literal and command parts: `%COMMAND%`,
 /// `%COMMAND(args)%`, `%COMMAND(args):N%`; `%%` is a literal `%`. The error is Envoy's message.
-pub fn parse_format(s: &str) -> std::result::Result<Vec<FormatPart>, String> {
+pub fn parse_format(s: &str) -> std::result::Result<Vec<FormatPart>, FormatError> {
     let mut parts = Vec::new();
     let mut literal = String::new();
     let mut rest = s;
@@ -217,8 +234,9 @@ pub fn parse_format(s: &str) -> std::result::Result<Vec<FormatPart>, String> {
             rest = tail;
             continue;
         }
-        let bad = || {
-            format!("Incorrect configuration: {s}. Couldn't find valid command at position {pos}")
+        let bad = || FormatError::NoValidCommand {
+            format: s.to_owned(),
+            position: pos,
         };
         let name_len = after
             .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
@@ -348,16 +366,16 @@ const UNFILLED: &[&str] = &[
     "UPSTREAM_PEER_CERT_V_END",
 ];
 
-fn operator(name: &str, args: Option<&str>) -> std::result::Result<Operator, String> {
+fn operator(name: &str, args: Option<&str>) -> std::result::Result<Operator, FormatError> {
     use Operator as O;
-    let headers = |kind: &str| -> std::result::Result<Vec<String>, String> {
+    let headers = |kind: &'static str| -> std::result::Result<Vec<String>, FormatError> {
         let spec = args.filter(|a| !a.is_empty());
         let Some(spec) = spec else {
-            return Err(format!("{kind} requires parameters"));
+            return Err(FormatError::MissingParameters(kind));
         };
         let names: Vec<String> = spec.split('?').map(str::to_ascii_lowercase).collect();
         if names.len() > 2 {
-            return Err("More than 1 alternative header specified in token".into());
+            return Err(FormatError::TooManyAlternatives);
         }
         Ok(names)
     };
@@ -391,7 +409,7 @@ fn operator(name: &str, args: Option<&str>) -> std::result::Result<Operator, Str
         "REQ" => O::RequestHeader(headers("REQ")?),
         "RESP" => O::ResponseHeader(headers("RESP")?),
         other if UNFILLED.contains(&other) => O::Unfilled(other.to_owned()),
-        other => return Err(format!("Not supported field in StreamInfo: {other}")),
+        other => return Err(FormatError::Unsupported(other.to_owned())),
     })
 }
 
@@ -437,19 +455,19 @@ mod tests {
     #[test]
     fn rejects_what_envoy_rejects() {
         assert_eq!(
-            parse_format("%NOPE%").unwrap_err(),
+            parse_format("%NOPE%").unwrap_err().to_string(),
             "Not supported field in StreamInfo: NOPE"
         );
         assert_eq!(
-            parse_format("a % b").unwrap_err(),
+            parse_format("a % b").unwrap_err().to_string(),
             "Incorrect configuration: a % b. Couldn't find valid command at position 2"
         );
         assert_eq!(
-            parse_format("%REQ(%").unwrap_err(),
+            parse_format("%REQ(%").unwrap_err().to_string(),
             "Incorrect configuration: %REQ(%. Couldn't find valid command at position 0"
         );
         assert_eq!(
-            parse_format("%REQ()%").unwrap_err(),
+            parse_format("%REQ()%").unwrap_err().to_string(),
             "REQ requires parameters"
         );
         assert!(parse_format("%RESPONSE_CODE").is_err());

@@ -24,7 +24,8 @@ const GDMC_RUNTIME_KEY: &str = "overload.global_downstream_max_connections";
 
 /// Bootstrap fields accepted with no effect: they shape telemetry quickshake does not export,
 /// or name features it does not have and does not need to run the configuration (an Istio or
-/// Envoy Gateway bootstrap sets them). Each is logged once at start and listed in the README.
+/// Envoy Gateway bootstrap sets them). Each is logged once at start and listed in
+/// docs/configuration.md.
 const NO_EFFECT: &[&str] = &[
     "stats_config",
     "stats_sinks",
@@ -212,7 +213,7 @@ fn cluster_manager(node: &Node<'_>, ignored: &mut Vec<String>) -> Result<()> {
 }
 
 /// `application_log_config.log_format` (`text_format` or `json_format`): checked, and like
-/// `--log-format` it does not change quickshake's log lines (see the README).
+/// `--log-format` it does not change quickshake's log lines (see docs/configuration.md).
 fn application_log_config(node: &Node<'_>) -> Result<()> {
     let o = node.obj(&["log_format"])?;
     if let Some(f) = o.get("log_format") {

@@ -50,7 +50,7 @@ mod walk;
 
 use std::path::Path;
 
-pub use access_log::{parse_format, parse_json_format};
+pub use access_log::{parse_format, parse_json_format, FormatError};
 pub use duration::parse_duration;
 pub use error::ConfigError;
 pub use merge::merge_json;

@@ -106,7 +106,7 @@ pub(crate) fn udp_listener_config(node: &Node<'_>) -> Result<Option<QuicOptions>
 }
 
 /// `QuicDownstreamTransport`: its `downstream_tls_context`, marked for QUIC. 0-RTT is off
-/// (`enable_early_data: true`, Envoy's default, is not supported yet: see the README).
+/// (`enable_early_data: true`, Envoy's default, is not supported yet: see docs/configuration.md).
 pub(crate) fn quic_transport(node: &Node<'_>) -> Result<DownstreamTls> {
     let o = node.typed(
         QUIC_DOWNSTREAM_TRANSPORT,

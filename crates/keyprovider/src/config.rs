@@ -6,7 +6,6 @@ use std::time::Duration;
 use quickshake_config::{parse_duration, DataSource, PrivateKeyProvider};
 
 use crate::batch::BatchingMode;
-use crate::engine::fault::FaultPlan;
 use crate::error::ProviderError;
 
 pub const CRYPTOMB_TYPES: [&str; 2] = [
@@ -21,6 +20,10 @@ pub const QAT_TYPES: [&str; 2] = [
     "type.googleapis.com/envoy.extensions.private_key_providers.qat.v3alpha.QATPrivateKeyMethodConfig",
 ];
 
+/// The engines `engine:` names in every binary, as errors list them.
+pub(crate) const BUILT_IN_ENGINES: &str =
+    "auto, crypto_mb, ifma, avx2, software (or portable: for tests)";
+
 /// Which engine a `quickshake.batching` provider asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineChoice {
@@ -28,8 +31,12 @@ pub enum EngineChoice {
     Auto,
     /// Exactly this engine (`crypto_mb`, `avx2`, `ifma`, `software`).
     Named(String),
-    /// Tests: software wrapped in a fault injector.
-    Fault(FaultPlan),
+    /// An engine the embedding binary supplies ([`crate::extension`]), with its own settings
+    /// block `typed_config.NAME` as given (checked by its factory when the provider is set up).
+    Extra {
+        name: String,
+        settings: Option<serde_json::Value>,
+    },
     /// An Intel QAT device (Envoy's `qat` provider).
     Qat,
 }
@@ -153,17 +160,36 @@ fn decode_qat(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderError>
 
 fn decode_batching(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderError> {
     check_type(cfg, &[BATCHING_TYPE])?;
-    check_fields(
-        cfg,
-        &[
-            "private_key",
-            "poll_delay",
-            "engine",
-            "batching",
-            "fault",
-            "batch_key_exchange",
-        ],
-    )?;
+    let engine = match cfg.typed_config.get("engine").map(|v| v.as_str()) {
+        None | Some(Some("auto")) => EngineChoice::Auto,
+        Some(Some(name @ ("crypto_mb" | "software" | "avx2" | "ifma" | "portable"))) => {
+            EngineChoice::Named(name.to_string())
+        }
+        // Any other name: an engine of the embedding binary, or refused when it has none
+        // (`Providers::setup`, with the names it has).
+        Some(Some(name)) => EngineChoice::Extra {
+            name: name.to_string(),
+            settings: cfg.typed_config.get(name).cloned(),
+        },
+        Some(None) => {
+            return Err(invalid(
+                field(cfg, "engine"),
+                format!("expected {BUILT_IN_ENGINES}"),
+            ))
+        }
+    };
+    let mut known = vec![
+        "private_key",
+        "poll_delay",
+        "engine",
+        "batching",
+        "batch_key_exchange",
+    ];
+    if let EngineChoice::Extra { name, .. } = &engine {
+        // The extra engine's own settings block.
+        known.push(name);
+    }
+    check_fields(cfg, &known)?;
     let batch_key_exchange = match cfg.typed_config.get("batch_key_exchange") {
         None => true,
         Some(v) => v
@@ -180,21 +206,6 @@ fn decode_batching(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderE
             ))
         }
     };
-    let engine =
-        match cfg.typed_config.get("engine").map(|v| v.as_str()) {
-            None | Some(Some("auto")) => EngineChoice::Auto,
-            Some(Some("fault")) => EngineChoice::Fault(fault_plan(cfg)?),
-            Some(Some(name @ ("crypto_mb" | "software" | "avx2" | "ifma" | "portable"))) => {
-                EngineChoice::Named(name.to_string())
-            }
-            _ => return Err(invalid(
-                field(cfg, "engine"),
-                "expected auto, crypto_mb, ifma, avx2, software (or portable, fault: for tests)",
-            )),
-        };
-    if cfg.typed_config.contains_key("fault") && !matches!(engine, EngineChoice::Fault(_)) {
-        return Err(invalid(field(cfg, "fault"), "only with engine: fault"));
-    }
     Ok(ProviderConfig {
         provider_name: cfg.provider_name.clone(),
         private_key: private_key(cfg)?,
@@ -204,36 +215,6 @@ fn decode_batching(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderE
         envoy_semantics: false,
         batch_key_exchange,
     })
-}
-
-fn fault_plan(cfg: &PrivateKeyProvider) -> Result<FaultPlan, ProviderError> {
-    let path = field(cfg, "fault");
-    let Some(v) = cfg.typed_config.get("fault") else {
-        return Ok(FaultPlan::default());
-    };
-    let obj = v
-        .as_object()
-        .ok_or_else(|| invalid(path.clone(), "expected a mapping"))?;
-    let mut plan = FaultPlan::default();
-    for (k, v) in obj {
-        let p = format!("{path}.{k}");
-        let every = || {
-            v.as_u64()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| invalid(p.clone(), "expected a positive integer"))
-        };
-        match k.as_str() {
-            "error_every" => plan.error_every = Some(every()?),
-            "corrupt_every" => plan.corrupt_every = Some(every()?),
-            "panic_every" => plan.panic_every = Some(every()?),
-            "delay" => {
-                plan.delay =
-                    Some(parse_duration(v, &p).map_err(|e| invalid(p.clone(), e.to_string()))?)
-            }
-            _ => return Err(invalid(p, "unknown field")),
-        }
-    }
-    Ok(plan)
 }
 
 #[cfg(test)]
@@ -269,5 +250,27 @@ mod tests {
             err.contains("p.typed_config.batch_key_exchange") && err.contains("true or false"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn other_engines_are_left_to_the_binary_with_their_own_block() {
+        let d = decode(&batching(
+            serde_json::json!({"engine": "fault", "fault": {"error_every": 2}}),
+        ))
+        .expect("decoded; the binary's factory checks the block");
+        assert_eq!(
+            d.engine,
+            EngineChoice::Extra {
+                name: "fault".into(),
+                settings: Some(serde_json::json!({"error_every": 2})),
+            }
+        );
+        // A block of another engine than the one selected is an unknown field.
+        let err = decode(&batching(
+            serde_json::json!({"engine": "software", "fault": {"error_every": 2}}),
+        ))
+        .expect_err("fault block without engine: fault")
+        .to_string();
+        assert!(err.contains("p.typed_config.fault: unknown field"), "{err}");
     }
 }

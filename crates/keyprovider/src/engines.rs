@@ -1,5 +1,6 @@
-//! Which engines this machine has: [`Engines::detect`] looks once, with the options the binary
-//! passed ([`EngineOptions`]: engines hidden, where crypto_mb is). Tests hide engines
+//! Which engines this machine has: [`Engines`] looks at each once, on first use, with the
+//! options the binary passed ([`EngineOptions`]: engines hidden, where crypto_mb is); crypto_mb
+//! is loaded only when a provider needs it (or `doctor` asks). Tests hide engines
 //! (`hide: ["crypto_mb"]` or `["all"]`), so the accelerated path and the no-engine path both
 //! run on a machine that has the engine.
 
@@ -18,38 +19,46 @@ use crate::options::EngineOptions;
 #[derive(Clone)]
 pub struct EngineStatus {
     pub name: &'static str,
-    pub engine: Result<Arc<dyn Engine>, String>,
+    pub engine: Result<Arc<dyn Engine>, EngineUnavailable>,
+}
+
+/// Why an engine is not usable here (its reason, as `doctor` and start-up errors show it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EngineUnavailable(pub String);
+
+/// An accelerated engine's slot: detected on first use, once, shared by clones. crypto_mb is a
+/// shared library that receives private keys: it is mapped only when a configured provider (or
+/// `doctor`) asks for it, never at start for a config that does not need it.
+#[derive(Clone)]
+struct Slot {
+    name: &'static str,
+    engine: Arc<OnceLock<Result<Arc<dyn Engine>, EngineUnavailable>>>,
 }
 
 /// The engines detected on this machine under some [`EngineOptions`].
 #[derive(Clone)]
 pub struct Engines {
     options: EngineOptions,
-    accelerated: Vec<EngineStatus>,
+    /// In the order `auto` prefers them ([`ranking`]; unranked ones last).
+    accelerated: Vec<Slot>,
 }
 
 impl Engines {
-    /// Detect the accelerated engines (loads crypto_mb if it is there and not hidden).
+    /// The accelerated engines, not loaded yet: our own are checked on first use, crypto_mb is
+    /// loaded (from where `options` allow) only when a provider needs it.
     pub fn detect(options: &EngineOptions) -> Engines {
-        let ours = |kind: BackendKind, min_batch: usize| {
-            let name = kind.name();
-            let engine = if options.hides(name) {
-                Err(EngineOptions::hidden_reason(name))
-            } else {
-                MbMathEngine::new(kind, min_batch).map(|e| Arc::new(e) as Arc<dyn Engine>)
-            };
-            EngineStatus { name, engine }
-        };
-        let mut all = vec![
-            EngineStatus {
-                name: "crypto_mb",
-                engine: CryptoMbEngine::load(options)
-                    .map(|e| Arc::new(e) as Arc<dyn Engine>)
-                    .map_err(|e| e.reason()),
-            },
-            ours(BackendKind::Ifma, IFMA_MIN_BATCH),
-            ours(BackendKind::Avx2, AVX2_MIN_BATCH),
-        ];
+        let mut all: Vec<Slot> = [
+            "crypto_mb",
+            BackendKind::Ifma.name(),
+            BackendKind::Avx2.name(),
+        ]
+        .into_iter()
+        .map(|name| Slot {
+            name,
+            engine: Arc::new(OnceLock::new()),
+        })
+        .collect();
         let order = ranking();
         all.sort_by_key(|s| {
             order
@@ -67,11 +76,50 @@ impl Engines {
         &self.options
     }
 
+    /// A slot's engine, loading it on first use.
+    fn status<'s>(&self, slot: &'s Slot) -> &'s Result<Arc<dyn Engine>, EngineUnavailable> {
+        slot.engine.get_or_init(|| self.load(slot.name))
+    }
+
+    fn load(&self, name: &'static str) -> Result<Arc<dyn Engine>, EngineUnavailable> {
+        let options = &self.options;
+        if name == "crypto_mb" {
+            return match CryptoMbEngine::load(options) {
+                Ok(e) => {
+                    tracing::info!(
+                        "crypto_mb loaded from {} ({})",
+                        e.source(),
+                        e.version().unwrap_or("version unknown")
+                    );
+                    Ok(Arc::new(e) as Arc<dyn Engine>)
+                }
+                Err(e) => Err(EngineUnavailable(e.reason())),
+            };
+        }
+        if options.hides(name) {
+            return Err(EngineUnavailable(EngineOptions::hidden_reason(name)));
+        }
+        let kind = match name {
+            "ifma" => (BackendKind::Ifma, IFMA_MIN_BATCH),
+            _ => (BackendKind::Avx2, AVX2_MIN_BATCH),
+        };
+        MbMathEngine::new(kind.0, kind.1)
+            .map(|e| Arc::new(e) as Arc<dyn Engine>)
+            .map_err(|e| EngineUnavailable(e.to_string()))
+    }
+
     /// The accelerated engines this build knows, in the order `auto` prefers them (the
     /// committed ranking in [`ranking`]; engines it leaves out for this CPU come last and are
-    /// never picked by `auto`), each with whether it is usable here.
-    pub fn accelerated(&self) -> &[EngineStatus] {
-        &self.accelerated
+    /// never picked by `auto`), each with whether it is usable here. Loads every one (crypto_mb
+    /// included): for `doctor`, which is asked explicitly.
+    pub fn accelerated(&self) -> Vec<EngineStatus> {
+        self.accelerated
+            .iter()
+            .map(|s| EngineStatus {
+                name: s.name,
+                engine: self.status(s).clone(),
+            })
+            .collect()
     }
 
     /// The best usable accelerated engine, or why there is none.
@@ -79,11 +127,19 @@ impl Engines {
     /// Among the usable ranked engines, the first that computes `key`'s operations (its RSA
     /// size, or ECDSA P-256) wins; when none does, the first usable one (its provider runs that
     /// key's operations on the scalar path). So an ECDSA key goes to crypto_mb where our RSA-only
-    /// engines rank first and crypto_mb is installed.
-    pub fn best_accelerated(&self, key: &KeyType) -> Result<Arc<dyn Engine>, String> {
+    /// engines rank first and crypto_mb is installed. Engines are loaded in ranking order and
+    /// only until one wins: crypto_mb is not loaded where an engine ranked before it wins.
+    pub fn best_accelerated(&self, key: &KeyType) -> Result<Arc<dyn Engine>, EngineUnavailable> {
         let mut reasons = Vec::new();
         let order = ranking();
-        let mut usable = Vec::new();
+        let mut first_usable = None;
+        let computes = |e: &Arc<dyn Engine>| {
+            let c = e.capabilities();
+            match key {
+                KeyType::Rsa { bits } => c.rsa_bits.contains(bits),
+                KeyType::EcdsaP256 => c.ecdsa_p256,
+            }
+        };
         for s in &self.accelerated {
             if !order.contains(&s.name) {
                 reasons.push(format!(
@@ -92,39 +148,33 @@ impl Engines {
                 ));
                 continue;
             }
-            match &s.engine {
-                Ok(e) => usable.push(e.clone()),
+            match self.status(s) {
+                Ok(e) if computes(e) => return Ok(e.clone()),
+                Ok(e) => {
+                    first_usable.get_or_insert_with(|| e.clone());
+                }
                 Err(r) => reasons.push(format!("{}: {r}", s.name)),
             }
         }
-        let computes = |e: &Arc<dyn Engine>| {
-            let c = e.capabilities();
-            match key {
-                KeyType::Rsa { bits } => c.rsa_bits.contains(bits),
-                KeyType::EcdsaP256 => c.ecdsa_p256,
-            }
-        };
-        match usable.iter().find(|e| computes(e)).or(usable.first()) {
-            Some(e) => Ok(e.clone()),
-            None => Err(reasons.join("; ")),
-        }
+        first_usable.ok_or_else(|| EngineUnavailable(reasons.join("; ")))
     }
 
-    /// A named engine, or why it is unusable.
-    pub fn by_name(&self, name: &str) -> Result<Arc<dyn Engine>, String> {
+    /// A named engine, or why it is unusable (loads it on first use).
+    pub fn by_name(&self, name: &str) -> Result<Arc<dyn Engine>, EngineUnavailable> {
         if name == "software" {
             return Ok(software());
         }
         if name == "portable" {
             // Our arithmetic's reference backend: runs everywhere, not an acceleration (tests).
             return MbMathEngine::new(BackendKind::Portable, 1)
-                .map(|e| Arc::new(e) as Arc<dyn Engine>);
+                .map(|e| Arc::new(e) as Arc<dyn Engine>)
+                .map_err(|e| EngineUnavailable(e.to_string()));
         }
         match self.accelerated.iter().find(|s| s.name == name) {
-            Some(s) => s.engine.clone(),
-            None => Err(format!(
+            Some(s) => self.status(s).clone(),
+            None => Err(EngineUnavailable(format!(
                 "engine '{name}' is not built into this quickshake yet"
-            )),
+            ))),
         }
     }
 

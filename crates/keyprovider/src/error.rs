@@ -11,6 +11,23 @@ pub enum ProviderError {
         file: String,
         reason: String,
     },
+    /// A key providers do not take (its type, size or exponent), or one BoringSSL cannot split.
+    #[error("{field}: {file}: {source}")]
+    KeyCheck {
+        field: String,
+        file: String,
+        #[source]
+        source: KeyError,
+    },
+    /// A `pkcs11` provider that cannot start.
+    #[error("{field}: {source}")]
+    Pkcs11 {
+        field: String,
+        #[source]
+        source: crate::pkcs11::Pkcs11Error,
+    },
     #[error(transparent)]
     Config(#[from] quickshake_config::ConfigError),
 }
+
+pub use crate::key_error::KeyError;

@@ -11,6 +11,7 @@ use boring::pkey::{Id, PKey, Private, Public};
 
 use crate::engine::{EcKeyParts, RsaKeyParts};
 use crate::error::ProviderError;
+use crate::key_error::KeyError;
 
 /// RSA modulus sizes the providers accept (Envoy's cryptomb accepts the same).
 pub const RSA_BITS: [u32; 4] = [1024, 2048, 3072, 4096];
@@ -55,35 +56,35 @@ impl ProviderKey {
         };
         let pkey =
             PKey::private_key_from_pem(pem).map_err(|_| bad("not a PEM private key".into()))?;
-        Self::from_pkey(pkey).map_err(bad)
+        Self::from_pkey(pkey).map_err(|source| ProviderError::KeyCheck {
+            field: field.to_string(),
+            file: file.to_string(),
+            source,
+        })
     }
 
     /// Check a parsed key and split it into engine parts.
-    pub fn from_pkey(pkey: PKey<Private>) -> Result<Arc<ProviderKey>, String> {
+    pub fn from_pkey(pkey: PKey<Private>) -> Result<Arc<ProviderKey>, KeyError> {
         match pkey.id() {
             Id::RSA => Self::rsa(pkey),
             Id::EC => Self::ec(pkey),
-            other => Err(format!(
-                "unsupported key type {other:?}: providers take RSA or ECDSA P-256 keys"
-            )),
+            other => Err(KeyError::UnsupportedType(other)),
         }
     }
 
-    fn rsa(pkey: PKey<Private>) -> Result<Arc<ProviderKey>, String> {
-        let rsa = pkey.rsa().map_err(|e| format!("unreadable RSA key: {e}"))?;
+    fn rsa(pkey: PKey<Private>) -> Result<Arc<ProviderKey>, KeyError> {
+        let rsa = pkey.rsa().map_err(|source| KeyError::Unreadable {
+            kind: "RSA",
+            source,
+        })?;
         let bits = pkey.bits();
         if !RSA_BITS.contains(&bits) {
-            return Err(format!(
-                "RSA-{bits} is not supported: providers take RSA 1024, 2048, 3072 or 4096"
-            ));
+            return Err(KeyError::RsaSize(bits));
         }
         if rsa.e().to_vec() != [1, 0, 1] {
-            return Err("RSA public exponent must be 65537".into());
+            return Err(KeyError::RsaExponent);
         }
-        let part = |b: Option<&BigNumRef>| {
-            b.map(BigNumRef::to_vec)
-                .ok_or("RSA key lacks its CRT parameters")
-        };
+        let part = |b: Option<&BigNumRef>| b.map(BigNumRef::to_vec).ok_or(KeyError::MissingCrt);
         let parts = RsaKeyParts {
             bits,
             n: rsa.n().to_vec(),
@@ -96,11 +97,8 @@ impl ProviderKey {
             qinv: part(rsa.iqmp())?,
             native: Some(rsa.clone()),
         };
-        let public = boring::rsa::Rsa::from_public_components(
-            rsa.n().to_owned().map_err(|e| e.to_string())?,
-            rsa.e().to_owned().map_err(|e| e.to_string())?,
-        )
-        .map_err(|e| e.to_string())?;
+        let public =
+            boring::rsa::Rsa::from_public_components(rsa.n().to_owned()?, rsa.e().to_owned()?)?;
         Ok(Arc::new(ProviderKey {
             key_type: KeyType::Rsa { bits },
             pkey: Some(pkey),
@@ -111,24 +109,19 @@ impl ProviderKey {
         }))
     }
 
-    fn ec(pkey: PKey<Private>) -> Result<Arc<ProviderKey>, String> {
+    fn ec(pkey: PKey<Private>) -> Result<Arc<ProviderKey>, KeyError> {
         let ec = pkey
             .ec_key()
-            .map_err(|e| format!("unreadable EC key: {e}"))?;
+            .map_err(|source| KeyError::Unreadable { kind: "EC", source })?;
         if ec.group().curve_name() != Some(Nid::X9_62_PRIME256V1) {
-            return Err("only the P-256 curve is supported for ECDSA keys".into());
+            return Err(KeyError::Curve);
         }
-        let mut ctx = boring::bn::BigNumContext::new().map_err(|e| e.to_string())?;
-        let (mut x, mut y) = (
-            boring::bn::BigNum::new().map_err(|e| e.to_string())?,
-            boring::bn::BigNum::new().map_err(|e| e.to_string())?,
-        );
+        let mut ctx = boring::bn::BigNumContext::new()?;
+        let (mut x, mut y) = (boring::bn::BigNum::new()?, boring::bn::BigNum::new()?);
         ec.public_key()
-            .affine_coordinates_gfp(ec.group(), &mut x, &mut y, &mut ctx)
-            .map_err(|e| e.to_string())?;
-        let pad32 = |b: &BigNumRef| b.to_vec_padded(32).map_err(|e| e.to_string());
-        let public = boring::ec::EcKey::from_public_key(ec.group(), ec.public_key())
-            .map_err(|e| e.to_string())?;
+            .affine_coordinates_gfp(ec.group(), &mut x, &mut y, &mut ctx)?;
+        let pad32 = |b: &BigNumRef| b.to_vec_padded(32).map_err(KeyError::from);
+        let public = boring::ec::EcKey::from_public_key(ec.group(), ec.public_key())?;
         let parts = EcKeyParts {
             d: pad32(ec.private_key())?,
             x: pad32(&x)?,
@@ -147,17 +140,16 @@ impl ProviderKey {
 
     /// A key held outside the process (a token): public parts only, from the certificate's
     /// public key. Engines get empty secret parts; there is no software redo.
-    pub fn from_public(public: &PKey<Public>) -> Result<Arc<ProviderKey>, String> {
+    pub fn from_public(public: &PKey<Public>) -> Result<Arc<ProviderKey>, KeyError> {
         match public.id() {
             Id::RSA => {
-                let rsa = public
-                    .rsa()
-                    .map_err(|e| format!("unreadable RSA key: {e}"))?;
+                let rsa = public.rsa().map_err(|source| KeyError::Unreadable {
+                    kind: "RSA",
+                    source,
+                })?;
                 let bits = public.bits();
                 if !RSA_BITS.contains(&bits) {
-                    return Err(format!(
-                        "RSA-{bits} is not supported: providers take RSA 1024, 2048, 3072 or 4096"
-                    ));
+                    return Err(KeyError::RsaSize(bits));
                 }
                 let parts = RsaKeyParts {
                     bits,
@@ -183,9 +175,9 @@ impl ProviderKey {
             Id::EC => {
                 let ec = public
                     .ec_key()
-                    .map_err(|e| format!("unreadable EC key: {e}"))?;
+                    .map_err(|source| KeyError::Unreadable { kind: "EC", source })?;
                 if ec.group().curve_name() != Some(Nid::X9_62_PRIME256V1) {
-                    return Err("only the P-256 curve is supported for ECDSA keys".into());
+                    return Err(KeyError::Curve);
                 }
                 let parts = EcKeyParts {
                     d: Vec::new(),
@@ -202,9 +194,7 @@ impl ProviderKey {
                     ec_public: Some(ec),
                 }))
             }
-            other => Err(format!(
-                "unsupported key type {other:?}: providers take RSA or ECDSA P-256 keys"
-            )),
+            other => Err(KeyError::UnsupportedType(other)),
         }
     }
 

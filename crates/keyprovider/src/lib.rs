@@ -3,8 +3,9 @@
 //! This crate owns the provider framework (registry by `provider_name`, typed configs with
 //! checked `@type` URLs, Envoy's `fallback`), the per-worker batching queues (Envoy's timer
 //! semantics and quickshake's adaptive mode), the engine interface with its engines (Intel
-//! crypto_mb loaded at run time, our multi-buffer engines, BoringSSL software, a fault
-//! injector, PKCS#11 tokens on their own pool of sessions in `pkcs11`), and the checks around
+//! crypto_mb loaded at run time, our multi-buffer engines, BoringSSL software, PKCS#11 tokens
+//! on their own pool of sessions in `pkcs11`; engines the embedding binary supplies through
+//! `extension`, such as the test-only fault injector), and the checks around
 //! every operation: hashing and padding in, public-key
 //! verification of every RSA result out.
 //!
@@ -18,7 +19,9 @@
 //! It must not own sockets or event loops (it runs on the worker that calls it), takes its
 //! settings as typed [`ProviderOptions`] (it reads no environment but the variable a `pkcs11`
 //! config names for its PIN), and never writes key
-//! material to logs, stats, errors or `Debug`. `unsafe` is confined to the crypto_mb FFI module
+//! material to logs, stats, errors or `Debug`. It loads crypto_mb only from the directory
+//! [`EngineOptions::crypto_mb_dir`] names (else the system loader's path), and only when a
+//! provider (or `doctor`) asks for it. `unsafe` is confined to the crypto_mb FFI module
 //! and the thread-priority calls in `priority`, each saying why it needs it.
 #![deny(unsafe_code)]
 
@@ -28,7 +31,9 @@ pub mod config;
 pub mod engine;
 pub mod engines;
 pub mod error;
+pub mod extension;
 pub mod key;
+pub mod key_error;
 pub mod method;
 pub mod op;
 pub mod options;
@@ -44,6 +49,7 @@ pub use batch::BatchingMode;
 pub use config::{EngineChoice, ProviderConfig};
 pub use engines::Engines;
 pub use error::ProviderError;
+pub use extension::{EngineFactory, ExtraEngines};
 pub use key::ProviderKey;
 pub use method::ProviderMethod;
 pub use options::{EngineOptions, ProviderOptions};

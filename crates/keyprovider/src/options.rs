@@ -10,8 +10,8 @@ pub struct EngineOptions {
     /// Engine names to treat as absent (case-insensitive; `all` hides every engine). Tests
     /// and comparisons use it to run the no-engine path on a machine that has the engine.
     pub hide: Vec<String>,
-    /// A directory holding the crypto_mb libraries, searched (recursively) before the
-    /// default places.
+    /// The directory holding the crypto_mb libraries (in it or its `lib/`): the only place
+    /// they are loaded from. `None`: the system loader's path (a plain `dlopen` of the SONAME).
     pub crypto_mb_dir: Option<PathBuf>,
 }
 
@@ -55,6 +55,8 @@ pub struct ProviderOptions {
     pub batch_threads: bool,
     /// Measure each PKCS#11 token's signatures per second at setup (`quickshake doctor`).
     pub measure_tokens: bool,
+    /// Engines the embedding binary adds (`engine: NAME`); none in the release binary.
+    pub extra_engines: crate::extension::ExtraEngines,
 }
 
 #[cfg(test)]

@@ -21,11 +21,10 @@ use serde_json::{json, Value};
 
 use crate::batch::BatchingMode;
 use crate::config::{self, EngineChoice, ProviderConfig};
-use crate::engine::fault::FaultEngine;
-use crate::engine::software::SoftwareEngine;
 use crate::engine::Engine;
-use crate::engines::{software, Engines};
+use crate::engines::{software, EngineUnavailable, Engines};
 use crate::error::ProviderError;
+use crate::extension;
 use crate::key::{KeyType, ProviderKey};
 use crate::method::ProviderMethod;
 use crate::options::ProviderOptions;
@@ -191,6 +190,7 @@ impl Providers {
             return self.setup_pkcs11(cfg, outer, public, scope);
         }
         let decoded = config::decode(cfg)?;
+        let extra = self.extra_engine(cfg, &decoded)?;
         let key = load_provider_key(cfg, &decoded.private_key, public)?;
         let settings = Settings::of(cfg, &decoded);
         let id = (scope.to_string(), cfg.path.clone());
@@ -205,7 +205,7 @@ impl Providers {
             Reuse::Nothing => false,
         };
         let stats = ProviderStats::new(&self.store, scope);
-        let (engine, why) = match self.choose_engine(&decoded, &key.key_type) {
+        let (engine, why) = match self.choose_engine(&decoded, &key.key_type, extra) {
             Ok(found) => found,
             Err(reason) => {
                 let setup = self.no_engine(cfg, &decoded, outer, key, reason)?;
@@ -411,12 +411,37 @@ impl Providers {
         }
     }
 
+    /// A new engine from the factory the binary registered for `engine: NAME`, when the config
+    /// names an engine this crate does not hold; refused when the binary has none of that name
+    /// (the release binary has none: `engine: fault` is only in `quickshake-test`).
+    fn extra_engine(
+        &self,
+        cfg: &PrivateKeyProvider,
+        d: &ProviderConfig,
+    ) -> Result<Option<Arc<dyn Engine>>, ProviderError> {
+        let EngineChoice::Extra { name, settings } = &d.engine else {
+            return Ok(None);
+        };
+        let extra = &self.options.extra_engines;
+        let Some(factory) = extra.get(name) else {
+            return Err(extension::unknown_engine(
+                name,
+                format!("{}.typed_config.engine", cfg.path),
+                extra,
+            ));
+        };
+        let path = format!("{}.typed_config.{name}", cfg.path);
+        factory.build(settings.as_ref(), &path).map(Some)
+    }
+
     /// The engine for a decoded config, with the reason it was chosen; or why none is usable.
+    /// `extra` is the engine [`Self::extra_engine`] built for it, if any.
     fn choose_engine(
         &self,
         d: &ProviderConfig,
         key: &KeyType,
-    ) -> Result<(Arc<dyn Engine>, String), String> {
+        extra: Option<Arc<dyn Engine>>,
+    ) -> Result<(Arc<dyn Engine>, String), EngineUnavailable> {
         match &d.engine {
             EngineChoice::Auto if d.envoy_semantics => self
                 .engines
@@ -436,14 +461,10 @@ impl Providers {
                 .engines
                 .by_name(name)
                 .map(|e| (e, format!("engine: {name} as configured"))),
-            EngineChoice::Qat => Err(self.engines.qat_status()),
-            EngineChoice::Fault(plan) => {
-                let inner: Box<dyn Engine> = Box::new(SoftwareEngine::default());
-                Ok((
-                    Arc::new(FaultEngine::new(inner, plan.clone())),
-                    "engine: fault (tests)".to_string(),
-                ))
-            }
+            EngineChoice::Qat => Err(EngineUnavailable(self.engines.qat_status())),
+            EngineChoice::Extra { name, .. } => extra
+                .map(|e| (e, format!("engine: {name}, supplied by this binary")))
+                .ok_or_else(|| EngineUnavailable(format!("engine {name} is not in this binary"))),
         }
     }
 
@@ -455,7 +476,7 @@ impl Providers {
         decoded: &ProviderConfig,
         outer: Option<PKey<Private>>,
         key: Arc<ProviderKey>,
-        reason: String,
+        reason: EngineUnavailable,
     ) -> Result<KeySetup, ProviderError> {
         if !cfg.fallback {
             return Err(ProviderError::Invalid {
@@ -472,7 +493,7 @@ impl Providers {
             provider = %decoded.provider_name,
             "no usable accelerated engine ({reason}); fallback: using the key in-process"
         );
-        self.report(cfg, decoded, None, true, reason);
+        self.report(cfg, decoded, None, true, reason.0);
         let Some(key) = outer.or_else(|| key.pkey.clone()) else {
             return Err(ProviderError::Invalid {
                 field: cfg.path.clone(),

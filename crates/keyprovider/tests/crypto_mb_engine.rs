@@ -1,7 +1,9 @@
 //! The crypto_mb engine against the real library, checked against BoringSSL.
 //!
-//! Every test passes (after printing why) when crypto_mb is not installed
-//! (`scripts/install-crypto-mb`) or the CPU lacks AVX-512 IFMA.
+//! crypto_mb is loaded from `QUICKSHAKE_CRYPTO_MB_DIR`, else `<repo>/.deps/crypto_mb`
+//! (`common/crypto_mb_dir.rs`). Every test skips (reported by
+//! `quickshake_test_support::skip`; a failure where `QUICKSHAKE_REQUIRE` names crypto_mb) when
+//! crypto_mb is not installed there (`scripts/install-crypto-mb`) or the CPU lacks AVX-512 IFMA.
 //!
 //! Throughput and crossover (not run by default):
 //! `cargo test -p quickshake-keyprovider --profile ci --test crypto_mb_engine -- --ignored --nocapture crossover`
@@ -19,15 +21,17 @@ use quickshake_keyprovider::engine::{
     EcKeyParts, EcdsaLane, Engine, LaneError, RsaKeyParts, RsaLane,
 };
 use quickshake_keyprovider::EngineOptions;
+use quickshake_test_support::skip;
 
+#[path = "common/crypto_mb_dir.rs"]
+mod crypto_mb_dir;
+
+/// The engine, or `None` after reporting the skip (a failure where crypto_mb is required).
 fn engine() -> Option<CryptoMbEngine> {
-    match CryptoMbEngine::load(&EngineOptions::default()) {
-        Ok(e) => Some(e),
-        Err(why) => {
-            eprintln!("crypto_mb unavailable, skipping: {why}");
-            None
-        }
-    }
+    skip::available(
+        "crypto_mb",
+        CryptoMbEngine::load(&crypto_mb_dir::dev_options()),
+    )
 }
 
 fn bytes(b: Option<&BigNumRef>) -> Vec<u8> {
@@ -407,7 +411,7 @@ fn capabilities_and_probe() {
     assert_eq!(caps.lanes, 8);
     assert_eq!(caps.rsa_bits, vec![1024, 2048, 3072, 4096]);
     assert!(caps.rsa_min_batch >= 1 && caps.rsa_min_batch <= 8);
-    let probe = crypto_mb::probe(&EngineOptions::default());
+    let probe = crypto_mb::probe(&crypto_mb_dir::dev_options());
     assert!(probe.loaded && probe.applicable, "{probe:?}");
     assert!(probe.reason.is_none(), "{probe:?}");
     eprintln!("crypto_mb probe: {probe:?}; engine: {engine:?}");
@@ -445,6 +449,33 @@ fn per_op<F: FnMut()>(iters: usize, mut f: F) -> f64 {
     t.elapsed().as_secs_f64() / iters as f64
 }
 
+/// For 1..=8 lanes, prints `call(lanes)` (seconds per crypto_mb call) per call and per
+/// operation with `digits` decimals of milliseconds; the smallest batch whose one call beats
+/// that many `scalar` operations.
+fn crossover_of(
+    name: &str,
+    digits: usize,
+    scalar: f64,
+    mut call: impl FnMut(usize) -> f64,
+) -> Option<usize> {
+    let mut crossover = None;
+    for lanes in 1..=8 {
+        let call = call(lanes);
+        println!(
+            "{name} crypto_mb {lanes} lanes: {:.*} ms/call, {:.*} ms/op, {:.0} op/s",
+            digits,
+            call * 1e3,
+            digits,
+            call * 1e3 / lanes as f64,
+            lanes as f64 / call
+        );
+        if crossover.is_none() && call < lanes as f64 * scalar {
+            crossover = Some(lanes);
+        }
+    }
+    crossover
+}
+
 /// Prints BoringSSL's time per operation, crypto_mb's time per call for 1..8 lanes, and the
 /// smallest batch for which one crypto_mb call beats that many BoringSSL operations.
 #[test]
@@ -461,27 +492,17 @@ fn crossover() {
         scalar * 1e3,
         1.0 / scalar
     );
-    let mut crossover = None;
-    for lanes in 1..=8 {
+    let crossover = crossover_of("RSA-2048", 3, scalar, |lanes| {
         let batch: Vec<RsaLane<'_>> = (0..lanes)
             .map(|i| RsaLane {
                 key: &keys[i].parts,
                 input: &inputs[i],
             })
             .collect();
-        let call = per_op(200, || {
+        per_op(200, || {
             std::hint::black_box(engine.rsa_private(&batch));
-        });
-        println!(
-            "RSA-2048 crypto_mb {lanes} lanes: {:.3} ms/call, {:.3} ms/op, {:.0} op/s",
-            call * 1e3,
-            call * 1e3 / lanes as f64,
-            lanes as f64 / call
-        );
-        if crossover.is_none() && call < lanes as f64 * scalar {
-            crossover = Some(lanes);
-        }
-    }
+        })
+    });
     println!("RSA-2048 crossover (crypto_mb call < lanes x BoringSSL): {crossover:?}");
 
     let ec = ec_keys(8);
@@ -494,26 +515,16 @@ fn crossover() {
         scalar * 1e3,
         1.0 / scalar
     );
-    let mut crossover = None;
-    for lanes in 1..=8 {
+    let crossover = crossover_of("P-256", 4, scalar, |lanes| {
         let batch: Vec<EcdsaLane<'_>> = (0..lanes)
             .map(|i| EcdsaLane {
                 key: &ec[i].parts,
                 digest: &digests[i],
             })
             .collect();
-        let call = per_op(2000, || {
+        per_op(2000, || {
             std::hint::black_box(engine.ecdsa_sign(&batch));
-        });
-        println!(
-            "P-256 crypto_mb {lanes} lanes: {:.4} ms/call, {:.4} ms/op, {:.0} op/s",
-            call * 1e3,
-            call * 1e3 / lanes as f64,
-            lanes as f64 / call
-        );
-        if crossover.is_none() && call < lanes as f64 * scalar {
-            crossover = Some(lanes);
-        }
-    }
+        })
+    });
     println!("P-256 crossover: {crossover:?}");
 }

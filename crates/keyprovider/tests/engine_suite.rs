@@ -1,26 +1,25 @@
 //! One engine test suite, run against every engine this machine has: software, crypto_mb,
 //! our multi-buffer backends (portable, avx2, ifma) and the fault injector. Each RSA lane is
 //! compared with BoringSSL's raw private operation; each ECDSA signature is verified. Engines
-//! the CPU lacks are reported and skipped, never failed.
+//! the CPU lacks are reported as skips (failed where `QUICKSHAKE_REQUIRE` names them).
 
-use std::path::Path;
 use std::sync::Arc;
 
 use boring::rsa::Padding;
-use quickshake_keyprovider::engine::fault::{FaultEngine, FaultPlan};
 use quickshake_keyprovider::engine::mbmath::MbMathEngine;
 use quickshake_keyprovider::engine::software::SoftwareEngine;
 use quickshake_keyprovider::engine::{EcdsaLane, Engine, LaneError, RsaLane};
 use quickshake_keyprovider::ProviderKey;
 use quickshake_mbmath::BackendKind;
+use quickshake_test_support::fault::{FaultEngine, FaultPlan};
+use quickshake_test_support::paths::certs_dir;
+use quickshake_test_support::skip;
 
 mod common;
 use common::engines;
 
 fn key(name: &str) -> Arc<ProviderKey> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../testdata/certs")
-        .join(format!("{name}.key.pem"));
+    let path = certs_dir().join(format!("{name}.key.pem"));
     let pem = std::fs::read(&path).expect("committed test key");
     ProviderKey::from_pem(&pem, "test", &path.display().to_string()).expect("valid key")
 }
@@ -157,8 +156,7 @@ fn fault_engine_corrupts_and_errors_as_planned() {
 /// decline (`None`: BoringSSL checks them).
 #[test]
 fn batched_public_operation_checks_results_on_ifma() {
-    let Ok(ifma) = MbMathEngine::new(BackendKind::Ifma, 1) else {
-        eprintln!("skip: no AVX-512 IFMA on this CPU");
+    let Some(ifma) = skip::available("ifma", MbMathEngine::new(BackendKind::Ifma, 1)) else {
         return;
     };
     let keys = [key("rsa2048"), key("other"), key("mismatch")];

@@ -218,8 +218,7 @@ fn key_from_ned(n: &BigNum, e: &BigNum, d: &BigNum) -> Arc<ProviderKey> {
 
 /// `testdata/nist/SigGen15_186-2.txt`: `[mod = ..]`, `n`, `e`, `d`, then `SHAAlg`, `Msg`, `S`.
 fn nist_cases() -> Vec<Case> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../testdata/nist/SigGen15_186-2.txt");
+    let path = quickshake_test_support::paths::testdata("nist/SigGen15_186-2.txt");
     let text = std::fs::read_to_string(&path).expect("committed NIST vectors");
     let hex = |v: &str| -> Vec<u8> {
         (0..v.len())

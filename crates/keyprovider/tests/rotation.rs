@@ -6,17 +6,16 @@
 //! heap figure is only meaningful when no other test allocates at the same time.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::Arc;
 
-use boring::pkey::{PKey, Public};
-use boring::x509::X509;
 use quickshake_config::PrivateKeyProvider;
 use quickshake_keyprovider::op::{OpKind, PendingOp};
 use quickshake_keyprovider::queue::queues_on_this_thread;
 use quickshake_keyprovider::{KeySetup, ProviderMethod, ProviderOptions, Providers};
 use quickshake_stats::Store;
+use quickshake_test_support::keys::{batching_provider, public_key as public_of};
+use quickshake_test_support::paths::certs_dir;
 use serde_json::json;
 
 /// Live heap bytes of the whole process.
@@ -49,35 +48,16 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-fn certs() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/certs")
-}
-
-fn public_of(name: &str) -> PKey<Public> {
-    let pem = std::fs::read(certs().join(format!("{name}.cert.pem"))).expect("committed cert");
-    X509::from_pem(&pem)
-        .and_then(|c| c.public_key())
-        .expect("cert public key")
-}
-
 /// A `quickshake.batching` provider on the software engine for `name`'s key file.
 fn provider(name: &str, poll_delay_ms: u64) -> PrivateKeyProvider {
-    let key = certs().join(format!("{name}.key.pem"));
+    let key = certs_dir().join(format!("{name}.key.pem"));
     let typed = json!({
         "private_key": { "filename": key.display().to_string() },
         "engine": "software",
         "batching": "adaptive",
         "poll_delay": format!("{}s", poll_delay_ms as f64 / 1000.0),
     });
-    PrivateKeyProvider {
-        path: "static_resources.listeners[0].filter_chains[0].transport_socket.typed_config\
-               .common_tls_context.tls_certificates[0].private_key_provider"
-            .into(),
-        provider_name: "quickshake.batching".into(),
-        type_url: "type.googleapis.com/quickshake.private_key_providers.v1.BatchingConfig".into(),
-        typed_config: typed.as_object().cloned().expect("object"),
-        fallback: false,
-    }
+    batching_provider(typed, false)
 }
 
 fn method(setup: KeySetup) -> ProviderMethod {
@@ -90,7 +70,7 @@ fn method(setup: KeySetup) -> ProviderMethod {
 /// One RSA operation through the method's queues on this worker, checked by the provider.
 async fn sign_once(m: &ProviderMethod, name: &str) {
     let key = quickshake_keyprovider::ProviderKey::from_pem(
-        &std::fs::read(certs().join(format!("{name}.key.pem"))).expect("key"),
+        &std::fs::read(certs_dir().join(format!("{name}.key.pem"))).expect("key"),
         "test",
         name,
     )

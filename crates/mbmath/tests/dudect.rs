@@ -187,8 +187,10 @@ fn dudect_fixed_vs_random_exponents() {
 #[ignore = "timing measurement; run explicitly with --ignored --nocapture"]
 fn dudect_x25519_fixed_vs_random_scalars() {
     use quickshake_mbmath::{x25519_batch, Backend, BackendKind, X25519Job, X25519_BASE_POINT};
-    let Ok(backend) = Backend::new(BackendKind::Ifma) else {
-        println!("dudect-x25519: no AVX-512 IFMA on this CPU");
+    let Some(backend) = quickshake_test_support::skip::available(
+        "ifma",
+        Backend::new(BackendKind::Ifma).map_err(|_| "dudect-x25519: no AVX-512 IFMA on this CPU"),
+    ) else {
         return;
     };
     let mut rng = StdRng::seed_from_u64(0x2551_9000);

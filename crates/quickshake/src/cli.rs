@@ -101,8 +101,10 @@ pub struct Cli {
         global = true
     )]
     pub hide_engines: Option<String>,
-    /// A directory holding Intel's crypto_mb libraries, searched (recursively) before
-    /// `<repo>/.deps/crypto_mb` and the system library path.
+    /// The directory holding Intel's crypto_mb libraries (in it or in its `lib/`, as
+    /// scripts/install-crypto-mb lays them out). crypto_mb is loaded from there only; without
+    /// it, from the system loader path (LD_LIBRARY_PATH, ld.so.conf). Loaded only when a
+    /// provider needs it (`engine: crypto_mb`, or `auto` where it is the engine picked).
     #[arg(
         long = "crypto-mb-dir",
         env = "QUICKSHAKE_CRYPTO_MB_DIR",
@@ -198,8 +200,12 @@ impl Cli {
         }
     }
 
-    /// The provider registry's options, from the flags (or their environment variables).
-    pub fn provider_options(&self) -> quickshake_keyprovider::ProviderOptions {
+    /// The provider registry's options, from the flags (or their environment variables), with
+    /// the engines the embedding binary adds.
+    pub fn provider_options(
+        &self,
+        extra_engines: quickshake_keyprovider::ExtraEngines,
+    ) -> quickshake_keyprovider::ProviderOptions {
         quickshake_keyprovider::ProviderOptions {
             engines: quickshake_keyprovider::EngineOptions {
                 hide: self
@@ -211,12 +217,30 @@ impl Cli {
             },
             batch_threads: self.batch_threads,
             measure_tokens: false,
+            extra_engines,
         }
     }
 }
 
+/// A `--log-level` or `--component-log-level` the command line gives that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LevelError {
+    #[error(
+        "--log-level: unknown level '{0}' (trace, debug, info, warning, error, critical, off)"
+    )]
+    Unknown(String),
+    #[error("'{0}' is not component:level (e.g. upstream:debug,connection:trace)")]
+    NotComponentLevel(String),
+    #[error("'{0}' names no component")]
+    NoComponent(String),
+    #[error(
+        "'{entry}': unknown level '{level}' (trace, debug, info, warning, error, critical, off)"
+    )]
+    UnknownComponentLevel { entry: String, level: String },
+}
+
 /// Map Envoy's log level names onto tracing's.
-pub fn tracing_level(level: &str) -> Result<&'static str, String> {
+pub fn tracing_level(level: &str) -> Result<&'static str, LevelError> {
     Ok(match level.to_ascii_lowercase().as_str() {
         "trace" => "trace",
         "debug" => "debug",
@@ -224,7 +248,7 @@ pub fn tracing_level(level: &str) -> Result<&'static str, String> {
         "warning" | "warn" => "warn",
         "error" | "critical" => "error",
         "off" => "off",
-        other => return Err(format!("--log-level: unknown level '{other}' (trace, debug, info, warning, error, critical, off)")),
+        other => return Err(LevelError::Unknown(other.to_owned())),
     })
 }
 
@@ -236,23 +260,19 @@ pub struct ComponentLevels {
     pub levels: Vec<(String, &'static str)>,
 }
 
-fn parse_component_levels(text: &str) -> Result<ComponentLevels, String> {
+fn parse_component_levels(text: &str) -> Result<ComponentLevels, LevelError> {
     let mut levels = Vec::new();
     for entry in text.split(',').filter(|e| !e.trim().is_empty()) {
         let Some((name, level)) = entry.split_once(':') else {
-            return Err(format!(
-                "'{entry}' is not component:level (e.g. upstream:debug,connection:trace)"
-            ));
+            return Err(LevelError::NotComponentLevel(entry.to_owned()));
         };
         let name = name.trim();
         if name.is_empty() {
-            return Err(format!("'{entry}' names no component"));
+            return Err(LevelError::NoComponent(entry.to_owned()));
         }
-        let level = tracing_level(level.trim()).map_err(|_| {
-            format!(
-                "'{entry}': unknown level '{}' (trace, debug, info, warning, error, critical, off)",
-                level.trim()
-            )
+        let level = tracing_level(level.trim()).map_err(|_| LevelError::UnknownComponentLevel {
+            entry: entry.to_owned(),
+            level: level.trim().to_owned(),
         })?;
         levels.push((name.to_owned(), level));
     }

@@ -19,18 +19,43 @@ pub struct Found {
     pub fallback: bool,
 }
 
+/// Why the input cannot be converted; each names where (`document 1.metadata...`).
+#[derive(Debug, thiserror::Error)]
+pub enum ConvertError {
+    /// A document, or an annotation's YAML string, does not parse.
+    #[error("{at}: {source}")]
+    Yaml {
+        at: String,
+        #[source]
+        source: serde_yaml::Error,
+    },
+    #[error("{0}: expected a YAML string")]
+    AnnotationNotString(String),
+    #[error("{0}: expected a mapping")]
+    NotMapping(String),
+    #[error("{0}: empty (expected cryptomb or qat)")]
+    Empty(String),
+    #[error("{0}: unknown provider (Istio has cryptomb and qat)")]
+    UnknownProvider(String),
+    #[error("{0}.fallback: expected true or false")]
+    Fallback(String),
+}
+
 /// Find every `privateKeyProvider` in a YAML text (several documents allowed).
-pub fn find(text: &str) -> Result<Vec<Found>, String> {
+pub fn find(text: &str) -> Result<Vec<Found>, ConvertError> {
     let mut out = Vec::new();
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let v: Value =
-            serde::Deserialize::deserialize(doc).map_err(|e| format!("document {}: {e}", i + 1))?;
-        walk(&v, &format!("document {}", i + 1), &mut out)?;
+        let at = format!("document {}", i + 1);
+        let v: Value = match serde::Deserialize::deserialize(doc) {
+            Ok(v) => v,
+            Err(source) => return Err(ConvertError::Yaml { at, source }),
+        };
+        walk(&v, &at, &mut out)?;
     }
     Ok(out)
 }
 
-fn walk(v: &Value, at: &str, out: &mut Vec<Found>) -> Result<(), String> {
+fn walk(v: &Value, at: &str, out: &mut Vec<Found>) -> Result<(), ConvertError> {
     match v {
         Value::Mapping(m) => {
             for (k, child) in m {
@@ -41,9 +66,12 @@ fn walk(v: &Value, at: &str, out: &mut Vec<Found>) -> Result<(), String> {
                 } else if key == ANNOTATION {
                     let text = child
                         .as_str()
-                        .ok_or_else(|| format!("{here}: expected a YAML string"))?;
+                        .ok_or_else(|| ConvertError::AnnotationNotString(here.clone()))?;
                     let inner: Value =
-                        serde_yaml::from_str(text).map_err(|e| format!("{here}: {e}"))?;
+                        serde_yaml::from_str(text).map_err(|source| ConvertError::Yaml {
+                            at: here.clone(),
+                            source,
+                        })?;
                     walk(&inner, &here, out)?;
                 } else {
                     walk(child, &here, out)?;
@@ -60,19 +88,17 @@ fn walk(v: &Value, at: &str, out: &mut Vec<Found>) -> Result<(), String> {
     Ok(())
 }
 
-fn provider(v: &Value, at: &str) -> Result<Found, String> {
+fn provider(v: &Value, at: &str) -> Result<Found, ConvertError> {
     let m = v
         .as_mapping()
-        .ok_or_else(|| format!("{at}: expected a mapping"))?;
+        .ok_or_else(|| ConvertError::NotMapping(at.to_owned()))?;
     let (name, cfg) = m
         .iter()
         .next()
-        .ok_or_else(|| format!("{at}: empty (expected cryptomb or qat)"))?;
+        .ok_or_else(|| ConvertError::Empty(at.to_owned()))?;
     let name = name.as_str().unwrap_or("?");
     if name != "cryptomb" && name != "qat" {
-        return Err(format!(
-            "{at}.{name}: unknown provider (Istio has cryptomb and qat)"
-        ));
+        return Err(ConvertError::UnknownProvider(format!("{at}.{name}")));
     }
     let poll_delay = cfg.get("pollDelay").map(|d| match d {
         Value::String(s) => s.clone(),
@@ -84,7 +110,7 @@ fn provider(v: &Value, at: &str) -> Result<Found, String> {
     let fallback = match cfg.get("fallback") {
         None => false,
         Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(format!("{at}.{name}.fallback: expected true or false")),
+        Some(_) => return Err(ConvertError::Fallback(format!("{at}.{name}"))),
     };
     Ok(Found {
         location: at.to_string(),

@@ -66,6 +66,7 @@ fn build(config: ConfigArgs<'_>, concurrency: usize, options: ProviderOptions) -
     let mut report = json!({
         "cpu": { "model": model, "flags": flags },
         "crypto_mb": {
+            "from": probe.source.to_string(),
             "installed": probe.installed.as_ref().map(|p| p.display().to_string()),
             "loaded": probe.loaded,
             "applicable": probe.applicable,
@@ -98,7 +99,7 @@ fn engines(engines: &Engines) -> Value {
                         "ecdsa_p256": c.ecdsa_p256, "rsa_min_batch": c.rsa_min_batch,
                         "x25519": c.x25519_min_batch != usize::MAX })
             }
-            Err(why) => json!({ "name": s.name, "usable": false, "why": why }),
+            Err(why) => json!({ "name": s.name, "usable": false, "why": why.to_string() }),
         })
         .collect();
     json!({
@@ -141,7 +142,7 @@ fn config_report(config: ConfigArgs<'_>, store: &Store, providers: &Providers) -
         Ok(c) => c,
         Err(e) => return json!({ "path": path, "error": e.to_string() }),
     };
-    let result = quickshake_server::clusters::cluster_manager(&cfg.clusters, store)
+    let result = quickshake_control::clusters::cluster_manager(&cfg.clusters, store)
         .and_then(|clusters| quickshake_server::build_listeners(&cfg, store, providers, &clusters));
     json!({
         "path": path,
@@ -162,12 +163,13 @@ fn print_text(r: &Value) {
     }
     let cmb = &r["crypto_mb"];
     println!(
-        "crypto_mb: {} (installed: {}, loaded: {}, applicable: {}{})",
+        "crypto_mb: {} (from: {}, installed: {}, loaded: {}, applicable: {}{})",
         if cmb["usable"].as_bool() == Some(true) {
             "usable"
         } else {
             "not usable"
         },
+        cmb["from"].as_str().unwrap_or("?"),
         cmb["installed"].as_str().unwrap_or("no"),
         cmb["loaded"],
         cmb["applicable"],

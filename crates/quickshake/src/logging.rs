@@ -10,48 +10,47 @@ use tracing_subscriber::{reload, EnvFilter, Registry};
 
 /// Envoy logger → the tracing targets (crate or module paths) it covers. Targets nest and the
 /// longest that matches an event decides, so `connection` covers the rest of
-/// `quickshake_server`, and `misc` also every target not listed (dependencies included).
+/// `quickshake_listener`, and `misc` also every target not listed (dependencies included).
 const LOGGERS: &[(&str, &[&str])] = &[
     (
         "admin",
-        &["quickshake_admin", "quickshake_server::admin_state"],
+        &["quickshake_admin", "quickshake_control::admin_state"],
     ),
     (
         "config",
         &[
             "quickshake_config",
             "quickshake_xds",
-            "quickshake_server::dynamic",
+            "quickshake_control::dynamic",
         ],
     ),
     (
         "conn_handler",
         &[
-            "quickshake_server::listener",
+            "quickshake_listener::listener",
             "quickshake_server::worker",
-            "quickshake_server::admission",
-            "quickshake_server::handshake_limit",
+            "quickshake_listener::admission",
+            "quickshake_listener::handshake_limit",
         ],
     ),
-    ("connection", &["quickshake_server", "quickshake_tls"]),
+    (
+        "connection",
+        &[
+            "quickshake_listener",
+            "quickshake_quic",
+            "quickshake_server",
+            "quickshake_tls",
+        ],
+    ),
     (
         "filter",
         &[
-            "quickshake_server::filters",
-            "quickshake_server::header_mutation",
-            "quickshake_server::tcp_proxy",
+            "quickshake_http::filters",
+            "quickshake_http::header_mutation",
+            "quickshake_listener::tcp_proxy",
         ],
     ),
-    (
-        "http",
-        &[
-            "quickshake_server::http",
-            "quickshake_server::body",
-            "quickshake_server::upgrade",
-            "quickshake_server::path_normalize",
-            "quickshake_server::access_log",
-        ],
-    ),
+    ("http", &["quickshake_http"]),
     ("main", &["quickshake", "quickshake_server::gateway"]),
     (
         "misc",
@@ -64,12 +63,12 @@ const LOGGERS: &[(&str, &[&str])] = &[
     ("pool", &["quickshake_upstream::pool"]),
     (
         "router",
-        &["quickshake_server::proxy", "quickshake_server::routing"],
+        &["quickshake_http::proxy", "quickshake_http::routing"],
     ),
-    ("secret", &["quickshake_server::reload"]),
+    ("secret", &["quickshake_control::reload"]),
     (
         "upstream",
-        &["quickshake_upstream", "quickshake_server::clusters"],
+        &["quickshake_upstream", "quickshake_control::clusters"],
     ),
 ];
 

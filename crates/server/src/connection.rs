@@ -1,36 +1,32 @@
-//! One downstream connection: connection limit, admission (rate limits, handshakes in progress
-//! per source: [`crate::admission`]), filter-chain selection by SNI, the TLS handshake (bounded
-//! by `transport_socket_connect_timeout`), then HTTP until done, idle or drained. Every failure
-//! ends this connection only and moves a counter.
+//! One downstream TCP connection: connection limit, admission (rate limits, handshakes in
+//! progress per source: `quickshake-listener`'s admission), the PROXY protocol header,
+//! filter-chain selection by SNI, the TLS handshake (bounded by
+//! `transport_socket_connect_timeout`), then the chain's network filter (HTTP through
+//! `quickshake-http`'s `serve_http`, or `tcp_proxy`) until done, idle or drained. Every
+//! failure ends this connection only and moves a counter.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use quickshake_config::CodecType;
-use quickshake_tls::client_hello::{match_rank, peek_sni, Peek, MAX_RECORD};
+use quickshake_http::{serve_http, ConnInfo};
+use quickshake_listener::{
+    select_chain, serve_tcp_proxy, ChainRuntime, HandshakeSlot, ListenerShared, Network,
+    ServerShared, Stage,
+};
+use quickshake_tls::client_hello::{peek_sni, Peek, MAX_RECORD};
+use quickshake_wire::proxy_protocol;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::admission::Stage;
 use crate::handoff::{self, Movable, Socket};
-use crate::handshake_limit::HandshakeSlot;
-use crate::http::handle_request;
-use crate::http_runtime::{ConnInfo, HttpRuntime};
-use crate::listener::{ChainRuntime, ListenerShared, Network};
 use crate::prefixed::Prefixed;
-use crate::shared::ServerShared;
-use crate::tcp_proxy;
-use quickshake_wire::proxy_protocol;
 
 /// Entry point for an accepted socket. Accounting (active gauges, destroy counters, length
 /// histogram) happens when the connection's [`ConnGuard`] drops, whatever the outcome and
 /// whichever thread served it.
-pub async fn serve_connection(
+pub(crate) async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     listener: Arc<ListenerShared>,
@@ -198,7 +194,7 @@ async fn serve_chain<S>(
     }
     let Some(tls) = chain.tls.clone() else {
         guard.handshake_done();
-        let info = conn_info(peer, local, None, None);
+        let info = ConnInfo::new(peer, local, None, None);
         serve_network(stream, chain, info, None, drain, guard).await;
         return;
     };
@@ -236,7 +232,7 @@ async fn serve_chain<S>(
         .servername(boring::ssl::NameType::HOST_NAME)
         .map(str::to_string);
     let alpn_h2 = ssl.selected_alpn_protocol() == Some(b"h2");
-    let info = conn_info(peer, local, sni, Some(ssl.version_str().to_string()));
+    let info = ConnInfo::new(peer, local, sni, Some(ssl.version_str().to_string()));
     serve_network(tls_stream, chain, info, Some(alpn_h2), drain, guard).await;
 }
 
@@ -291,65 +287,7 @@ async fn serve_filter<S>(
             }
             serve_http(stream, http.clone(), info, alpn_h2, drain).await;
         }
-        Network::TcpProxy(tp) => tcp_proxy::serve(stream, tp).await,
-    }
-}
-
-/// Poll a connection until the client is done, it idles out, or the server drains.
-async fn drive<C, F>(
-    mut conn: std::pin::Pin<&mut C>,
-    shutdown: F,
-    rt: &HttpRuntime,
-    info: &ConnInfo,
-    mut drain: watch::Receiver<bool>,
-) where
-    C: std::future::Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>>,
-    F: Fn(std::pin::Pin<&mut C>),
-{
-    let idle = rt.idle_timeout;
-    let mut draining = *drain.borrow();
-    if draining {
-        shutdown(conn.as_mut());
-    }
-    loop {
-        let wait = info
-            .idle_for()
-            .map_or(idle, |spent| idle.saturating_sub(spent));
-        tokio::select! {
-            done = conn.as_mut() => {
-                if let Err(e) = done {
-                    count_protocol_error(rt, e.as_ref());
-                }
-                break;
-            }
-            _ = tokio::time::sleep(wait.max(Duration::from_millis(1))) => {
-                if info.idle_for().is_some_and(|spent| spent >= idle) {
-                    rt.stats.downstream_cx_idle_timeout.inc();
-                    shutdown(conn.as_mut());
-                    // Give the protocol a moment to say goodbye, then drop the socket.
-                    let _ = tokio::time::timeout(Duration::from_secs(1), conn.as_mut()).await;
-                    break;
-                }
-            }
-            changed = drain.changed(), if !draining => {
-                if changed.is_err() || *drain.borrow() {
-                    draining = true;
-                    shutdown(conn.as_mut());
-                }
-            }
-        }
-    }
-}
-
-/// hyper answered a malformed request itself (400, or 431 for oversized headers) before any
-/// handler ran: count it as Envoy does (`downstream_cx_protocol_error`, and the 4xx reply).
-fn count_protocol_error(rt: &HttpRuntime, e: &(dyn std::error::Error + 'static)) {
-    let Some(h) = e.downcast_ref::<hyper::Error>() else {
-        return;
-    };
-    if h.is_parse() || h.is_parse_too_large() {
-        rt.stats.downstream_cx_protocol_error.inc();
-        rt.stats.downstream_rq_xx[3].inc();
+        Network::TcpProxy(tp) => serve_tcp_proxy(stream, tp).await,
     }
 }
 
@@ -382,47 +320,6 @@ async fn read_proxy_header<R: AsyncRead + Unpin>(
     }
 }
 
-pub(crate) fn conn_info(
-    peer: SocketAddr,
-    local: String,
-    sni: Option<String>,
-    tls_version: Option<String>,
-) -> Arc<ConnInfo> {
-    Arc::new(ConnInfo {
-        started: Instant::now(),
-        peer: peer.to_string(),
-        local,
-        sni,
-        tls_version,
-        active_requests: Default::default(),
-        last_activity_ms: Default::default(),
-    })
-}
-
-/// The chain for an SNI: a chain naming it, else the chain without names.
-pub(crate) fn select_chain(
-    chains: &[Arc<ChainRuntime>],
-    sni: Option<&str>,
-) -> Option<Arc<ChainRuntime>> {
-    // The most specific name wins (exact, then the longest wildcard suffix), as in Envoy.
-    let by_name = sni.and_then(|name| {
-        chains
-            .iter()
-            .filter_map(|c| {
-                c.server_names
-                    .iter()
-                    .filter_map(|p| match_rank(p, name))
-                    .max()
-                    .map(|r| (r, c))
-            })
-            .max_by_key(|(r, _)| *r)
-            .map(|(_, c)| c)
-    });
-    by_name
-        .or_else(|| chains.iter().find(|c| c.server_names.is_empty()))
-        .cloned()
-}
-
 /// Read (consuming) until the first TLS record is complete. Returns the bytes read and the
 /// SNI; `None` if the peer closed or failed first. Bytes that are not TLS are returned as they
 /// are, for the handshake to reject.
@@ -445,70 +342,6 @@ async fn read_client_hello<R: AsyncRead + Unpin>(
             Peek::NeedMore => {}
         }
     }
-}
-
-/// Run hyper on the stream until the client is done, the connection idles out, or the
-/// server drains.
-async fn serve_http<S>(
-    stream: S,
-    rt: Arc<HttpRuntime>,
-    info: Arc<ConnInfo>,
-    alpn_h2: Option<bool>,
-    drain: watch::Receiver<bool>,
-) where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let stats = &rt.stats;
-    stats.downstream_cx_total.inc();
-    stats.downstream_cx_active.inc();
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    let h2 = match rt.codec {
-        CodecType::Http1 => false,
-        CodecType::Http2 => true,
-        // HTTP3 is refused on TCP listeners by the configuration.
-        CodecType::Auto | CodecType::Http3 => alpn_h2.unwrap_or(false),
-    };
-    match rt.codec {
-        CodecType::Http1 => builder = builder.http1_only(),
-        CodecType::Http2 => builder = builder.http2_only(),
-        CodecType::Auto if alpn_h2 == Some(true) => builder = builder.http2_only(),
-        CodecType::Auto | CodecType::Http3 => {}
-    }
-    if h2 {
-        stats.downstream_cx_http2_total.inc();
-    } else {
-        stats.downstream_cx_http1_total.inc();
-    }
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .max_buf_size(rt.max_request_headers_bytes.max(8192))
-        .header_read_timeout(Duration::from_secs(30));
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(u32::try_from(rt.max_request_headers_bytes).unwrap_or(u32::MAX));
-    let svc_rt = rt.clone();
-    let svc_info = info.clone();
-    let svc_drain = drain.clone();
-    let service = service_fn(move |req| {
-        let draining = *svc_drain.borrow();
-        handle_request(req, svc_rt.clone(), svc_info.clone(), draining)
-    });
-    // HTTP/2 (ALPN or codec): hyper's HTTP/2 server directly (the upgrade-capable path would
-    // sniff the preface and answer a bad one in HTTP/1.1). Otherwise auto-detection with
-    // HTTP/1.1 upgrades (WebSocket) enabled.
-    if h2 {
-        let conn = builder.serve_connection(TokioIo::new(stream), service);
-        tokio::pin!(conn);
-        drive(conn.as_mut(), |c| c.graceful_shutdown(), &rt, &info, drain).await;
-    } else {
-        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-        tokio::pin!(conn);
-        drive(conn.as_mut(), |c| c.graceful_shutdown(), &rt, &info, drain).await;
-    }
-    stats.downstream_cx_active.dec();
-    stats.downstream_cx_destroy.inc();
 }
 
 #[cfg(test)]

@@ -4,9 +4,10 @@
 //! PROXY protocol and ClientHello-based chain selection). No binary is started.
 //!
 //! Listeners are built as production builds them: a YAML bootstrap parsed by
-//! `quickshake_config`, [`crate::clusters::cluster_manager`] and [`build_listeners`], with
+//! `quickshake_config`, an empty cluster manager and [`build_listeners`], with
 //! certificates from `testdata/certs` and keys held by a `quickshake.batching` provider
-//! (`engine: software`, or `engine: fault` to inject errors, wrong results and panics).
+//! (`engine: software`, or `engine: fault` to inject errors, wrong results and panics: the
+//! tests' engine from `quickshake-test-support`, registered here as `quickshake-test` does).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -26,8 +27,8 @@ use tokio::task::JoinHandle;
 use super::{serve_chain, serve_connection, ConnGuard};
 use crate::gateway::build_listeners;
 use crate::handoff::Movable;
-use crate::listener::ListenerShared;
-use crate::shared::ServerShared;
+use quickshake_listener::{ListenerShared, ServerShared};
+use quickshake_upstream::ClusterManager;
 
 /// Each step of a test is bounded by this: a hang fails the test instead of stalling it.
 /// Generous, so that a loaded machine does not fail a test; a passing step takes milliseconds.
@@ -184,9 +185,16 @@ impl Harness {
     fn new(yaml: &str) -> Self {
         let cfg = quickshake_config::parse_str(yaml).expect("config parses");
         let store = Store::new();
-        let providers = Providers::new(store.clone(), ProviderOptions::default());
-        let clusters =
-            crate::clusters::cluster_manager(&cfg.clusters, &store).expect("cluster manager");
+        // `engine: fault` is the tests' engine, added as the test-only binary adds it.
+        let options = ProviderOptions {
+            extra_engines: quickshake_test_support::fault::engines(),
+            ..ProviderOptions::default()
+        };
+        let providers = Providers::new(store.clone(), options);
+        // These bootstraps name no cluster (the control crate's `cluster_manager` is above
+        // this one): the cluster manager it would build is an empty one.
+        assert!(cfg.clusters.is_empty());
+        let clusters = ClusterManager::new(Vec::new(), &store).expect("cluster manager");
         let mut listeners =
             build_listeners(&cfg, &store, &providers, &clusters).expect("listeners build");
         assert_eq!(listeners.len(), 1);

@@ -10,10 +10,11 @@ use quickshake_stats::Store;
 use quickshake_upstream::ClusterManager;
 use tokio::sync::{mpsc, watch};
 
-use crate::error::ServerError;
-use crate::listener::{self, ListenerShared};
+use quickshake_listener::{
+    bind_reuseport, probe_port_free, ListenerShared, ServerError, ServerShared,
+};
+
 use crate::options::GatewayOptions;
-use crate::shared::ServerShared;
 use crate::worker::{self, Bound, WorkerCmd};
 
 /// A started gateway: listeners bound, workers running.
@@ -34,7 +35,7 @@ pub struct Workers(Vec<mpsc::UnboundedSender<WorkerCmd>>);
 /// listener, also how its `quic_options` change in place.
 pub struct ListenerStop {
     stop: watch::Sender<bool>,
-    quic: Option<Arc<crate::quic::QuicShared>>,
+    quic: Option<Arc<quickshake_quic::QuicShared>>,
 }
 
 impl ListenerStop {
@@ -66,7 +67,7 @@ impl Workers {
         let cmds: Vec<WorkerCmd> = match &cfg.quic {
             Some(q) => {
                 let sockets =
-                    crate::quic::bind_workers(&shared, q, &cfg.path, self.0.len(), store)?;
+                    quickshake_quic::bind_workers(&shared, q, &cfg.path, self.0.len(), store)?;
                 quic = sockets.first().map(|s| s.shared.clone());
                 sockets
                     .into_iter()
@@ -83,7 +84,7 @@ impl Workers {
                 .map(|_| {
                     Ok(WorkerCmd::Listen {
                         shared: shared.clone(),
-                        socket: listener::bind_reuseport(cfg.address, &cfg.path)?,
+                        socket: bind_reuseport(cfg.address, &cfg.path)?,
                         stop: rx.clone(),
                     })
                 })
@@ -124,8 +125,8 @@ impl Gateway {
         let listeners = build_listeners(cfg, &store, providers, clusters)?;
         for l in &cfg.listeners {
             match l.quic {
-                Some(_) => crate::quic::probe_udp_port_free(l.address, &l.path)?,
-                None => listener::probe_port_free(l.address, &l.path)?,
+                Some(_) => quickshake_quic::probe_udp_port_free(l.address, &l.path)?,
+                None => probe_port_free(l.address, &l.path)?,
             }
         }
         let concurrency = opts.concurrency.max(1);
@@ -134,7 +135,8 @@ impl Gateway {
         for (shared, l) in listeners.iter().zip(&cfg.listeners) {
             match &l.quic {
                 Some(q) => {
-                    let socks = crate::quic::bind_workers(shared, q, &l.path, concurrency, &store)?;
+                    let socks =
+                        quickshake_quic::bind_workers(shared, q, &l.path, concurrency, &store)?;
                     for (sockets, s) in per_worker.iter_mut().zip(socks) {
                         sockets.push((shared.clone(), Bound::Quic(s)));
                     }
@@ -143,7 +145,7 @@ impl Gateway {
                     for sockets in &mut per_worker {
                         sockets.push((
                             shared.clone(),
-                            Bound::Tcp(listener::bind_reuseport(l.address, &l.path)?),
+                            Bound::Tcp(bind_reuseport(l.address, &l.path)?),
                         ));
                     }
                 }

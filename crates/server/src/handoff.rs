@@ -27,7 +27,7 @@ use crate::prefixed::Prefixed;
 
 /// An established connection, ready to be served by the serving thread. Its first act, once
 /// polled there, is to [`Movable::attach`] its socket to that thread's event loop.
-pub type ServeJob = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+pub(crate) type ServeJob = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 thread_local! {
     /// Set on a handshake thread: where its established connections go.
@@ -35,23 +35,23 @@ thread_local! {
 }
 
 /// Make the calling (handshake) thread hand its established connections to `serving`.
-pub fn set_serving_thread(serving: mpsc::UnboundedSender<ServeJob>) {
+pub(crate) fn set_serving_thread(serving: mpsc::UnboundedSender<ServeJob>) {
     SERVING.with(|s| *s.borrow_mut() = Some(serving));
 }
 
 /// Forget the serving thread (the handshake thread is stopping): lets its receiver finish.
-pub fn clear_serving_thread() {
+pub(crate) fn clear_serving_thread() {
     SERVING.with(|s| *s.borrow_mut() = None);
 }
 
 /// Whether established connections of this thread are served elsewhere.
-pub fn hands_off() -> bool {
+pub(crate) fn hands_off() -> bool {
     SERVING.with(|s| s.borrow().is_some())
 }
 
 /// Send `job` to this thread's serving thread. `Err` gives it back when there is none (or it
 /// stopped): the caller then serves the connection itself.
-pub fn hand_off(job: ServeJob) -> Result<(), ServeJob> {
+pub(crate) fn hand_off(job: ServeJob) -> Result<(), ServeJob> {
     SERVING.with(|s| match s.borrow().as_ref() {
         Some(tx) => tx.send(job).map_err(|e| e.0),
         None => Err(job),
@@ -61,7 +61,7 @@ pub fn hand_off(job: ServeJob) -> Result<(), ServeJob> {
 /// The accepted TCP socket: registered with the event loop of the thread using it, or parked
 /// (deregistered) while it travels between threads. I/O on a parked socket fails; no one
 /// polls it then.
-pub enum Socket {
+pub(crate) enum Socket {
     Live(TcpStream),
     Parked(std::net::TcpStream),
     /// Only while switching states (or after a failed switch).
@@ -81,7 +81,7 @@ impl Socket {
 }
 
 /// A stream whose socket can leave one event loop and join another.
-pub trait Movable {
+pub(crate) trait Movable {
     /// Deregister the socket from this thread's event loop.
     fn detach(&mut self) -> io::Result<()>;
     /// Register the socket with the calling thread's event loop (inside a runtime).

@@ -14,14 +14,14 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// Bytes read ahead when a read asks for fewer.
 const READ_AHEAD: usize = 4096;
 
-pub struct Prefixed<S> {
+pub(crate) struct Prefixed<S> {
     prefix: Vec<u8>,
     pos: usize,
     inner: S,
 }
 
 impl<S> Prefixed<S> {
-    pub fn new(prefix: Vec<u8>, inner: S) -> Self {
+    pub(crate) fn new(prefix: Vec<u8>, inner: S) -> Self {
         Prefixed {
             prefix,
             pos: 0,
@@ -30,12 +30,12 @@ impl<S> Prefixed<S> {
     }
 
     /// The underlying stream (only before any prefix byte was read through `self`).
-    pub fn get_mut(&mut self) -> &mut S {
+    pub(crate) fn get_mut(&mut self) -> &mut S {
         &mut self.inner
     }
 
     /// The underlying stream; unread prefix bytes are dropped.
-    pub fn into_inner(self) -> S {
+    pub(crate) fn into_inner(self) -> S {
         self.inner
     }
 }

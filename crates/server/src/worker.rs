@@ -10,19 +10,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use quickshake_listener::{ListenerShared, ServerShared};
 use tokio::net::TcpListener;
 use tokio::runtime::Runtime;
 use tokio::sync::{mpsc, watch};
 
 use crate::connection::serve_connection;
 use crate::handoff::{self, ServeJob};
-use crate::listener::ListenerShared;
 use crate::options::HandshakePriority;
-use crate::shared::ServerShared;
 
 /// What one worker is.
 #[derive(Debug, Clone, Copy)]
-pub struct WorkerRun {
+pub(crate) struct WorkerRun {
     pub index: usize,
     /// How long a drain waits for open connections.
     pub drain_timeout: Duration,
@@ -30,16 +29,16 @@ pub struct WorkerRun {
 }
 
 /// One worker's socket of a listener.
-pub enum Bound {
+pub(crate) enum Bound {
     Tcp(std::net::TcpListener),
-    /// A QUIC listener's UDP socket (served by [`crate::quic::run_endpoint`]).
-    Quic(crate::quic::QuicSocket),
+    /// A QUIC listener's UDP socket (served by [`quickshake_quic::run_endpoint`]).
+    Quic(quickshake_quic::QuicSocket),
 }
 
 type Sockets = Vec<(Arc<ListenerShared>, Bound)>;
 
 /// What a running worker is told after it started: listeners added by a control plane.
-pub enum WorkerCmd {
+pub(crate) enum WorkerCmd {
     /// Accept on this worker's socket of a new listener until `stop` turns true (the listener
     /// was removed or replaced) or the gateway drains. Connections it accepted finish.
     Listen {
@@ -51,13 +50,13 @@ pub enum WorkerCmd {
     /// drains; either drains its connections (GOAWAY, then CONNECTION_CLOSE), as SIGTERM does.
     ListenQuic {
         shared: Arc<ListenerShared>,
-        socket: crate::quic::QuicSocket,
+        socket: quickshake_quic::QuicSocket,
         stop: watch::Receiver<bool>,
     },
 }
 
 /// Run one worker until drained: accept on every listener, then wait for connections to end.
-pub fn run_worker(
+pub(crate) fn run_worker(
     run: WorkerRun,
     sockets: Sockets,
     cmds: mpsc::UnboundedReceiver<WorkerCmd>,
@@ -135,7 +134,7 @@ fn run_split(
     rt.block_on(async move {
         for (shared, b) in quic {
             if let Bound::Quic(q) = b {
-                tokio::spawn(crate::quic::run_endpoint(
+                tokio::spawn(quickshake_quic::run_endpoint(
                     q,
                     shared,
                     quic_server.clone(),
@@ -174,7 +173,7 @@ async fn accept_and_serve(
     for (shared, bound) in sockets {
         match bound {
             Bound::Tcp(l) => listen(shared, l, None),
-            Bound::Quic(q) => endpoints.push(tokio::spawn(crate::quic::run_endpoint(
+            Bound::Quic(q) => endpoints.push(tokio::spawn(quickshake_quic::run_endpoint(
                 q,
                 shared,
                 server.clone(),
@@ -189,7 +188,7 @@ async fn accept_and_serve(
                 Some(WorkerCmd::Listen { shared, socket, stop }) => listen(shared, socket, Some(stop)),
                 Some(WorkerCmd::ListenQuic { shared, socket, stop }) => {
                     let drain = drain_or_stop(drain.clone(), stop);
-                    let endpoint = Box::pin(crate::quic::run_endpoint(socket, shared, server.clone(), drain));
+                    let endpoint = Box::pin(quickshake_quic::run_endpoint(socket, shared, server.clone(), drain));
                     // With `--handshake-priority idle`, QUIC runs on the serving thread (see
                     // `run_split`); else here.
                     if let Err(endpoint) = handoff::hand_off(endpoint) {

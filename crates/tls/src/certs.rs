@@ -242,7 +242,7 @@ fn fmt_ip(raw: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::cert;
+    use quickshake_test_support::paths::read_cert as cert;
 
     #[test]
     fn ca_store_takes_a_bundle() {

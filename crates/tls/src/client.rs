@@ -196,7 +196,7 @@ impl ClientTls {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::cert;
+    use quickshake_test_support::paths::read_cert as cert;
 
     fn must_fail(opts: ClientTlsOptions) -> ClientTlsError {
         match ClientTls::new(&opts) {

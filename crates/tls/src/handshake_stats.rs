@@ -156,7 +156,7 @@ mod tests {
     use super::*;
     use crate::certs::{ca_store_from_pem, chain_from_pem};
     use crate::client::{ClientTls, ClientTlsOptions};
-    use crate::test_support::cert;
+    use quickshake_test_support::paths::read_cert as cert;
 
     const PREFIX: &str = "listener.test.";
 

@@ -35,8 +35,6 @@ mod key_share;
 pub mod ocsp;
 pub mod quic;
 pub mod session_id;
-#[cfg(test)]
-mod test_support;
 #[allow(unsafe_code)]
 mod tickets;
 

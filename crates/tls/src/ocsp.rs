@@ -319,9 +319,9 @@ mod load_tests {
 
     use super::*;
 
-    const GOOD: &[u8] = include_bytes!("../../wire/testdata/ocsp/good-serial-1001.der");
-    const PLAIN_CERT: &[u8] = include_bytes!("../../wire/testdata/ocsp/plain.cert.der");
-    const MUST_STAPLE_CERT: &[u8] = include_bytes!("../../wire/testdata/ocsp/must-staple.cert.der");
+    const GOOD: &[u8] = include_bytes!("../../../testdata/ocsp/good-serial-1001.der");
+    const PLAIN_CERT: &[u8] = include_bytes!("../../../testdata/ocsp/plain.cert.der");
+    const MUST_STAPLE_CERT: &[u8] = include_bytes!("../../../testdata/ocsp/must-staple.cert.der");
     /// The good response's nextUpdate (2026-11-25T04:03:04Z).
     const NEXT_UPDATE: i64 = 1_795_579_384;
 

@@ -3,7 +3,7 @@
 //! quiche creates each connection's `Ssl` itself, from one `SSL_CTX` (its "dispatching"
 //! context here), before any ClientHello is seen. That context has no certificate: its early
 //! (select-certificate) callback reads the SNI, asks the listener for the filter chain that
-//! serves it (as TCP connections choose theirs, see `quickshake-server`), switches the
+//! serves it (as TCP connections choose theirs, see `quickshake-listener`), switches the
 //! connection to that chain's contexts and runs the chain's own certificate selection
 //! ([`ChainTls::select_quic`]). So a QUIC handshake signs with the same `SSL_CTX`s as a TCP
 //! handshake of the same certificate: an in-process key, or the asynchronous private key method

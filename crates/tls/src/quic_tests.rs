@@ -18,7 +18,7 @@ use boring::ssl::{
 };
 use boring::x509::X509;
 
-use crate::test_support::cert;
+use quickshake_test_support::paths::read_cert as cert;
 
 /// Signs at once but answers 20 ms later, from another task: what a provider's batch does.
 struct LateSigner {

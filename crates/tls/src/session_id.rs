@@ -109,7 +109,7 @@ mod tests {
     use super::*;
 
     fn cert(name: &str) -> X509 {
-        X509::from_pem(&crate::test_support::cert(name)).expect("PEM")
+        X509::from_pem(&quickshake_test_support::paths::read_cert(name)).expect("PEM")
     }
 
     #[test]

@@ -107,9 +107,7 @@ impl Connector {
         let local = tcp.local_addr().ok();
         let io = match &self.tls {
             Some(tls) => Io::Tls(Box::new(
-                tls.connect(tcp)
-                    .await
-                    .map_err(|e| UpstreamError::Tls(e.to_string()))?,
+                tls.connect(tcp).await.map_err(UpstreamError::Tls)?,
             )),
             None => Io::Tcp(tcp),
         };

@@ -23,9 +23,9 @@ pub enum UpstreamError {
     /// A circuit breaker tripped; which one is in the message.
     #[error("upstream circuit breaker overflow: {0}")]
     Overflow(OverflowKind),
-    /// TLS setup or handshake failure (including certificate verification).
+    /// TLS setup or handshake failure (including certificate verification); the cause kept.
     #[error("upstream TLS: {0}")]
-    Tls(String),
+    Tls(#[source] quickshake_tls::ClientHandshakeError),
     /// HTTP protocol error on an established connection (malformed response, bad request).
     #[error("upstream protocol error: {0}")]
     Protocol(#[source] hyper::Error),

@@ -51,9 +51,51 @@ fn fingerprint(parts: &[&Value]) -> u64 {
     h.finish()
 }
 
-/// A NACK's message, in the words Envoy's use.
-fn nack(kind: Kind, name: &str, e: &dyn std::fmt::Display) -> String {
-    format!("Error adding/updating {}(s) {name}: {e}", kind.noun())
+/// Why a set of resources cannot be served: the resource and why, displayed in the words
+/// Envoy's NACKs use ("Error adding/updating listener(s) web: ..."), the message the control
+/// plane gets back.
+#[derive(Debug, thiserror::Error)]
+#[error("Error adding/updating {}(s) {name}: {reason}", kind.noun())]
+pub struct Nack {
+    pub kind: Kind,
+    pub name: String,
+    #[source]
+    pub reason: NackReason,
+}
+
+/// What is wrong with the resource a [`Nack`] names.
+#[derive(Debug, thiserror::Error)]
+pub enum NackReason {
+    /// The resource does not parse or is not one quickshake serves.
+    #[error(transparent)]
+    Config(#[from] quickshake_config::ConfigError),
+    /// A static resource of the bootstrap has this name (`"cluster"`, `"listener"`).
+    #[error("a static {0} has this name")]
+    StaticName(&'static str),
+    /// A listener's secret reference names a secret of another kind.
+    #[error("{path}: secret '{secret}' holds {holds}, not {wanted}")]
+    WrongSecret {
+        path: String,
+        secret: String,
+        holds: &'static str,
+        wanted: &'static str,
+    },
+}
+
+/// The NACK's text, for sinks that answer with a message.
+impl From<Nack> for String {
+    fn from(n: Nack) -> String {
+        n.to_string()
+    }
+}
+
+/// A NACK of `kind` resource `name`.
+fn nack(kind: Kind, name: &str, reason: impl Into<NackReason>) -> Nack {
+    Nack {
+        kind,
+        name: name.to_owned(),
+        reason: reason.into(),
+    }
 }
 
 /// A listener's secret from the control plane, parsed, and the resource it came from; `None`
@@ -61,24 +103,29 @@ fn nack(kind: Kind, name: &str, e: &dyn std::fmt::Display) -> String {
 fn control_plane_secret<'r>(
     resources: &'r Resources,
     sds: &SdsSecretRef,
-) -> Result<Option<(&'r Value, SecretKind)>, String> {
+) -> Result<Option<(&'r Value, SecretKind)>, Nack> {
     let Some(s) = resources.get(&Kind::Secret).and_then(|m| m.get(&sds.name)) else {
         return Ok(None);
     };
     let (_, kind) =
-        secret_resource(&s.json, "").map_err(|err| nack(Kind::Secret, &sds.name, &err))?;
+        secret_resource(&s.json, "").map_err(|err| nack(Kind::Secret, &sds.name, err))?;
     Ok(Some((&s.json, kind)))
 }
 
 /// The NACK for a listener whose secret reference names a secret of another kind.
-fn wrong_secret(listener: &str, sds: &SdsSecretRef, got: &SecretKind, wanted: &str) -> String {
-    let why = format!(
-        "{}: secret '{}' holds {}, not {wanted}",
-        sds.path,
-        sds.name,
-        got.what()
-    );
-    nack(Kind::Listener, listener, &why)
+fn wrong_secret(
+    listener: &str,
+    sds: &SdsSecretRef,
+    got: &SecretKind,
+    wanted: &'static str,
+) -> Nack {
+    let why = NackReason::WrongSecret {
+        path: sds.path.clone(),
+        secret: sds.name.clone(),
+        holds: got.what(),
+        wanted,
+    };
+    nack(Kind::Listener, listener, why)
 }
 
 fn each(resources: &Resources, kind: Kind) -> impl Iterator<Item = (&String, &crate::Entry)> {
@@ -87,7 +134,7 @@ fn each(resources: &Resources, kind: Kind) -> impl Iterator<Item = (&String, &cr
 
 /// Parse and resolve everything. An error names the resource and the field path, in the words
 /// Envoy's NACKs use ("Error adding/updating listener(s) web: ...").
-pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, String> {
+pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, Nack> {
     let mut out = Assembled::default();
 
     // Clusters first: routes and tcp proxies name them.
@@ -95,9 +142,9 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
     let mut all_clusters = Vec::new();
     for (name, e) in each(resources, Kind::Cluster) {
         if static_names.contains(name.as_str()) {
-            return Err(nack(Kind::Cluster, name, &"a static cluster has this name"));
+            return Err(nack(Kind::Cluster, name, NackReason::StaticName("cluster")));
         }
-        let c = cluster_resource(&e.json, "").map_err(|err| nack(Kind::Cluster, name, &err))?;
+        let c = cluster_resource(&e.json, "").map_err(|err| nack(Kind::Cluster, name, err))?;
         all_clusters.push(&e.json);
         out.clusters.push(Built {
             value: c,
@@ -115,7 +162,7 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
                 continue;
             };
             let eps = cluster_load_assignment(&e.json, "")
-                .map_err(|err| nack(Kind::Endpoint, service_name, &err))?;
+                .map_err(|err| nack(Kind::Endpoint, service_name, err))?;
             out.endpoints.insert(
                 b.value.name.clone(),
                 Built {
@@ -135,11 +182,11 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
             return Err(nack(
                 Kind::Listener,
                 name,
-                &"a static listener has this name",
+                NackReason::StaticName("listener"),
             ));
         }
         let mut l =
-            listener_resource(&e.json, &names).map_err(|err| nack(Kind::Listener, name, &err))?;
+            listener_resource(&e.json, &names).map_err(|err| nack(Kind::Listener, name, err))?;
         l.name.clone_from(name);
         l.path = format!("listener '{name}'");
         let mut parts: Vec<&Value> = vec![&e.json];
@@ -156,7 +203,7 @@ pub fn assemble(boot: &Bootstrap, resources: &Resources) -> Result<Assembled, St
                     match resources.get(&Kind::Route).and_then(|m| m.get(&rds_name)) {
                         Some(r) => {
                             let rc = route_configuration(&r.json, "")
-                                .map_err(|err| nack(Kind::Route, &rds_name, &err))?;
+                                .map_err(|err| nack(Kind::Route, &rds_name, err))?;
                             route_parts.push(&r.json);
                             hcm.routes = RouteSource::Static(rc);
                         }

@@ -13,7 +13,7 @@ use crate::descriptors;
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {
     #[error("{0}")]
-    Descriptors(String),
+    Descriptors(#[source] &'static crate::descriptors::DescriptorsError),
     #[error("unknown resource type {0}")]
     UnknownType(String),
     #[error("cannot decode {type_url}: {reason}")]

@@ -15,17 +15,25 @@ use prost_types::{DescriptorProto, FieldDescriptorProto, FileDescriptorProto, Fi
 
 static ENVOY_TYPES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/envoy_types.bin"));
 
-/// The pool, built once.
-pub fn pool() -> Result<&'static DescriptorPool, String> {
-    static POOL: OnceLock<Result<DescriptorPool, String>> = OnceLock::new();
-    POOL.get_or_init(build).as_ref().map_err(Clone::clone)
+/// Why the descriptor pool could not be built (the shipped set is corrupt or inconsistent).
+#[derive(Debug, thiserror::Error)]
+pub enum DescriptorsError {
+    #[error("envoy-types descriptor set: {0}")]
+    Decode(#[source] prost::DecodeError),
+    #[error("descriptor pool: {0}")]
+    Pool(#[source] prost_reflect::DescriptorError),
 }
 
-fn build() -> Result<DescriptorPool, String> {
-    let mut set = FileDescriptorSet::decode(ENVOY_TYPES)
-        .map_err(|e| format!("envoy-types descriptor set: {e}"))?;
+/// The pool, built once.
+pub fn pool() -> Result<&'static DescriptorPool, &'static DescriptorsError> {
+    static POOL: OnceLock<Result<DescriptorPool, DescriptorsError>> = OnceLock::new();
+    POOL.get_or_init(build).as_ref()
+}
+
+fn build() -> Result<DescriptorPool, DescriptorsError> {
+    let mut set = FileDescriptorSet::decode(ENVOY_TYPES).map_err(DescriptorsError::Decode)?;
     set.file.extend(declared());
-    DescriptorPool::from_file_descriptor_set(set).map_err(|e| format!("descriptor pool: {e}"))
+    DescriptorPool::from_file_descriptor_set(set).map_err(DescriptorsError::Pool)
 }
 
 fn field(name: &str, number: i32, ty: Type, type_name: Option<&str>) -> FieldDescriptorProto {

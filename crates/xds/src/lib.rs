@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use quickshake_stats::Store;
 
 pub use kind::Kind;
-pub use options::{Resolver, Sink, XdsEndpoint, XdsOptions};
+pub use options::{ResolveError, Resolver, Sink, XdsEndpoint, XdsOptions};
 pub use state::{Entry, Resources};
 pub use stats::{KindStats, XdsStats};
 

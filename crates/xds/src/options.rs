@@ -49,10 +49,29 @@ pub struct XdsOptions {
 
 /// How a stream to a named static cluster connects.
 pub type Resolver = Arc<
-    dyn Fn(&str) -> Result<(XdsEndpoint, Option<Arc<quickshake_tls::ClientTls>>), String>
+    dyn Fn(&str) -> Result<(XdsEndpoint, Option<Arc<quickshake_tls::ClientTls>>), ResolveError>
         + Send
         + Sync,
 >;
+
+/// Why a named cluster cannot carry an xDS stream.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error("unknown cluster '{0}' (xDS clusters must be static)")]
+    UnknownCluster(String),
+    #[error("cluster '{0}' has no endpoint")]
+    NoEndpoint(String),
+    /// The cluster's `UpstreamTlsContext` does not resolve (its files, its SDS secret).
+    #[error("{0}")]
+    TlsSpec(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The TLS client context does not build; `field` is the cluster's `transport_socket`.
+    #[error("{field}: {source}")]
+    ClientTls {
+        field: String,
+        #[source]
+        source: quickshake_tls::ClientTlsError,
+    },
+}
 
 impl std::fmt::Debug for XdsOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -192,8 +192,9 @@ impl Stream {
                 },
             );
         };
-        let result =
-            candidate(kind, &resp, resources, self.delta).and_then(|c| apply(&c).map(|()| c));
+        let result = candidate(kind, &resp, resources, self.delta)
+            .map_err(|e| e.to_string())
+            .and_then(|c| apply(&c).map(|()| c));
         let t = self.types.entry(kind).or_default();
         let mut ack = Outgoing {
             kind: Some(kind),
@@ -230,13 +231,26 @@ impl Stream {
     }
 }
 
+/// Why a response's resources cannot be taken as they are (its NACK's message).
+#[derive(Debug, thiserror::Error)]
+pub enum ResponseError {
+    #[error("a {} response holds a resource of type {type_url}", kind.noun())]
+    WrongType { kind: Kind, type_url: String },
+    #[error(transparent)]
+    Bridge(#[from] bridge::BridgeError),
+    #[error("a {} without a {}", .0.noun(), .0.name_field())]
+    Unnamed(Kind),
+    #[error("duplicate {} '{name}' in one response", kind.noun())]
+    Duplicate { kind: Kind, name: String },
+}
+
 /// The accepted resources with one response's update in.
 fn candidate(
     kind: Kind,
     resp: &Incoming,
     current: &Resources,
     delta: bool,
-) -> Result<Resources, String> {
+) -> Result<Resources, ResponseError> {
     let now = SystemTime::now();
     let mut next = current.clone();
     let map = next.entry(kind).or_default();
@@ -246,12 +260,12 @@ fn candidate(
     let mut seen = BTreeSet::new();
     for (name, version, type_url, bytes) in &resp.resources {
         if type_url != kind.type_url() {
-            return Err(format!(
-                "a {} response holds a resource of type {type_url}",
-                kind.noun()
-            ));
+            return Err(ResponseError::WrongType {
+                kind,
+                type_url: type_url.clone(),
+            });
         }
-        let json = bridge::to_json(type_url, bytes).map_err(|e| e.to_string())?;
+        let json = bridge::to_json(type_url, bytes)?;
         let own = json
             .get(kind.name_field())
             .and_then(Value::as_str)
@@ -262,13 +276,10 @@ fn candidate(
             _ => own,
         };
         if name.is_empty() {
-            return Err(format!("a {} without a {}", kind.noun(), kind.name_field()));
+            return Err(ResponseError::Unnamed(kind));
         }
         if !seen.insert(name.clone()) {
-            return Err(format!(
-                "duplicate {} '{name}' in one response",
-                kind.noun()
-            ));
+            return Err(ResponseError::Duplicate { kind, name });
         }
         let version = if delta {
             version.clone()

@@ -1,10 +1,13 @@
-//! Helpers for the socket tests: certificates, `openssl s_server`, running the binary.
+//! Helpers of the bench's socket tests: certificates, `openssl s_server`, running the binary,
+//! a fake admin endpoint (ports and processes come from `quickshake-test-support`).
 #![allow(dead_code)]
 
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use quickshake_test_support::net::{free_port, wait_listening};
+pub use quickshake_test_support::process::{run_bounded, KillOnDrop as Server, Run};
 
 pub struct Certs {
     pub dir: tempfile::TempDir,
@@ -42,32 +45,6 @@ pub fn make_certs() -> Certs {
     Certs { dir, cert, key }
 }
 
-pub fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
-
-/// Kills the child when dropped.
-pub struct Server(pub Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-pub fn wait_listening(port: u16) {
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "server on {port} never listened"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// `openssl s_server -www` on a free port, with the given extra flags.
 pub fn s_server(certs: &Certs, extra: &[&str]) -> (Server, u16) {
     let port = free_port();
@@ -89,46 +66,12 @@ pub fn s_server(certs: &Certs, extra: &[&str]) -> (Server, u16) {
     (server, port)
 }
 
-pub struct Run {
-    pub code: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Run {
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
-            panic!("bad JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr)
-        })
-    }
-}
-
 /// Runs the benchmark binary, killed after `limit`.
 pub fn bench(args: &[&str], limit: Duration) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quickshake-bench"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn quickshake-bench");
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            break;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().expect("wait");
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    run_bounded(
+        Command::new(env!("CARGO_BIN_EXE_quickshake-bench")).args(args),
+        limit,
+    )
 }
 
 pub fn path_str(p: &Path) -> &str {

@@ -39,8 +39,8 @@ pub struct MbMathEngine {
 impl MbMathEngine {
     /// The engine for one backend, if this CPU runs it. `rsa_min_batch` is the measured
     /// crossover below which BoringSSL one at a time is cheaper (see `bench/engine`).
-    pub fn new(kind: BackendKind, rsa_min_batch: usize) -> Result<Self, String> {
-        let backend = Backend::new(kind).map_err(|e| e.to_string())?;
+    pub fn new(kind: BackendKind, rsa_min_batch: usize) -> Result<Self, MathError> {
+        let backend = Backend::new(kind)?;
         // ifma's batched ladder; portable's for tests on CPUs without IFMA.
         let x25519 = matches!(kind, BackendKind::Ifma | BackendKind::Portable);
         Ok(MbMathEngine {

@@ -3,14 +3,14 @@
 //! An engine computes raw private-key operations only: RSA `x^d mod n` on an already padded
 //! block (or a ciphertext), ECDSA P-256 signatures over a digest. Hashing, padding, result
 //! verification and fallback live in the provider, so every engine (crypto_mb, our own SIMD
-//! engines, an offload device, plain software, a fault injector) is held to the same checks.
+//! engines, an offload device, plain software, an embedding binary's own such as the tests'
+//! fault injector) is held to the same checks.
 //! One exception, for devices that pad themselves: [`Engine::rsa_sign`] also gets how each
 //! signature's block was made ([`SignView`]: scheme, digest, hash), so a PKCS#11 token can
 //! sign with its own PSS or PKCS#1 v1.5 mechanism; the provider still checks the result (a
 //! PSS result with the device's salt only as a valid EMSA-PSS encoding of the same hash).
 
 pub mod crypto_mb;
-pub mod fault;
 pub mod mbmath;
 pub mod software;
 
@@ -22,7 +22,7 @@ use crate::padding::SignView;
 /// What an engine can do, for `doctor`, `/config_dump` and the batching decision.
 #[derive(Debug, Clone)]
 pub struct Capabilities {
-    /// `crypto_mb`, `software`, `avx2`, `ifma`, `fault(...)`.
+    /// `crypto_mb`, `software`, `avx2`, `ifma`, or an extra engine's (`fault(software)`).
     pub name: String,
     /// True when a batch is cheaper per operation than BoringSSL one at a time.
     pub accelerated: bool,

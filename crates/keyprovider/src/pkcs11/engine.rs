@@ -14,6 +14,7 @@ use cryptoki::context::Pkcs11;
 use quickshake_stats::{Counter, Gauge, Histogram, Store};
 
 use super::config::{Pin, Pkcs11Config};
+use super::error::Pkcs11Error;
 use super::token::{RsaMechanisms, RsaSignMechanism, TokenError, TokenSession};
 use crate::engine::{
     Capabilities, EcdsaLane, Engine, Executor, LaneError, LaneResult, PoolJob, RsaLane,
@@ -144,7 +145,11 @@ struct Pool {
 }
 
 impl Pool {
-    fn start(shared: &Arc<Shared>, threads: usize, max_pending: usize) -> Result<Pool, String> {
+    fn start(
+        shared: &Arc<Shared>,
+        threads: usize,
+        max_pending: usize,
+    ) -> Result<Pool, Pkcs11Error> {
         let (tx, rx) = sync_channel::<(Instant, PoolJob)>(max_pending);
         let rx = Arc::new(Mutex::new(rx));
         for i in 0..threads {
@@ -153,7 +158,7 @@ impl Pool {
             std::thread::Builder::new()
                 .name(format!("qs-pkcs11-{i}"))
                 .spawn(move || pool_thread(&rx, &shared))
-                .map_err(|e| format!("cannot start PKCS#11 pool thread: {e}"))?;
+                .map_err(Pkcs11Error::PoolThread)?;
         }
         Ok(Pool {
             tx,
@@ -220,7 +225,7 @@ impl Pkcs11Engine {
         stats: Pkcs11Stats,
         decrypt: bool,
         mechs: RsaMechanisms,
-    ) -> Result<Pkcs11Engine, String> {
+    ) -> Result<Pkcs11Engine, Pkcs11Error> {
         let (threads, max_pending) = (cfg.pool_size, cfg.max_pending);
         let shared = Arc::new(Shared {
             ctx,

@@ -11,6 +11,7 @@
 
 pub mod config;
 pub mod engine;
+pub mod error;
 pub mod token;
 
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use crate::key::ProviderKey;
 use crate::padding::{pkcs1_v15_hashed, pss_hashed, rsa_signature_is_valid, Digest, SignView};
 use config::Pkcs11Config;
 use engine::{Pkcs11Engine, Pkcs11Stats};
+pub use error::{MismatchError, Pkcs11Error};
 use token::{FoundToken, RsaMechanisms, TokenKeyType, TokenSession};
 
 /// What [`build`] found and made.
@@ -55,14 +57,14 @@ pub fn build(
     measure: bool,
 ) -> Result<Built, ProviderError> {
     let mut p11 = config::decode(cfg)?;
-    let fail = |reason: String| ProviderError::Invalid {
+    let fail = |source: Pkcs11Error| ProviderError::Pkcs11 {
         field: cfg.path.clone(),
-        reason,
+        source,
     };
     let pin = p11.pin.read(&p11.pin_field)?;
     let ctx = token::load_module(&p11.module).map_err(fail)?;
-    let found = token::find_token(&ctx, &p11).map_err(|e| fail(e.message))?;
-    let session = TokenSession::open_on(&ctx, &p11, &pin, &found).map_err(|e| fail(e.message))?;
+    let found = token::find_token(&ctx, &p11).map_err(|e| fail(e.into()))?;
+    let session = TokenSession::open_on(&ctx, &p11, &pin, &found).map_err(|e| fail(e.into()))?;
     // One session per pool thread, within the token's own limit (the start-up session is
     // closed before the pool opens its own).
     if let Some(max) = found.max_sessions {
@@ -81,11 +83,9 @@ pub fn build(
         TokenKeyType::Rsa { .. } => {
             let m = RsaMechanisms::probe(&ctx, found.slot);
             if m.choose(true).is_none() && m.choose(false).is_none() {
-                return Err(fail(format!(
-                    "token '{}' offers no RSA signing mechanism (CKM_RSA_PKCS_PSS, CKM_RSA_PKCS \
-                     or CKM_RSA_X_509 with CKF_SIGN)",
-                    found.label
-                )));
+                return Err(fail(Pkcs11Error::NoRsaMechanism {
+                    token: found.label.clone(),
+                }));
             }
             tracing::info!(
                 field = %cfg.path,
@@ -97,12 +97,12 @@ pub fn build(
         }
         TokenKeyType::EcdsaP256 => RsaMechanisms::default(),
     };
-    check_matches(&session, mechs, public).map_err(|reason| {
-        fail(format!(
-            "key {} on token '{}' does not match the certificate: {reason}",
-            p11.key_name(),
-            found.label
-        ))
+    check_matches(&session, mechs, public).map_err(|source| {
+        fail(Pkcs11Error::Mismatch {
+            key: p11.key_name(),
+            token: found.label.clone(),
+            source,
+        })
     })?;
     let info = session.info.clone();
     let decrypt = match info.key_type {
@@ -141,8 +141,8 @@ pub fn build(
         );
     }
     let key = match outer.filter(|_| cfg.fallback) {
-        Some(k) => ProviderKey::from_pkey(k).map_err(fail)?,
-        None => ProviderKey::from_public(public).map_err(fail)?,
+        Some(k) => ProviderKey::from_pkey(k).map_err(|e| fail(e.into()))?,
+        None => ProviderKey::from_public(public).map_err(|e| fail(e.into()))?,
     };
     let mut description = describe(&p11, &found, &info);
     if let TokenKeyType::Rsa { .. } = info.key_type {
@@ -193,21 +193,21 @@ const CHECK_MESSAGE: &[u8] = b"quickshake pkcs11 start-up check";
 
 /// A test signature request with the mechanism the token serves best (PKCS#1 v1.5 first, then
 /// PSS): the view and our padded block for an RSA key of `bits` bits.
-fn rsa_test_request(mechs: RsaMechanisms, bits: u32) -> Result<(SignView, Vec<u8>), String> {
+fn rsa_test_request(mechs: RsaMechanisms, bits: u32) -> Result<(SignView, Vec<u8>), MismatchError> {
     let pss = mechs.choose(false).is_none();
     let view = SignView {
         pss,
         digest: Digest::Sha256,
         hash: Digest::Sha256
             .digest(CHECK_MESSAGE)
-            .map_err(|e| e.to_string())?,
+            .map_err(MismatchError::Hash)?,
     };
     let block = if pss {
         pss_hashed(view.digest, &view.hash, bits as usize)
     } else {
         pkcs1_v15_hashed(view.digest, &view.hash, (bits as usize).div_ceil(8))
     }
-    .map_err(|e| format!("padding: {e}"))?;
+    .map_err(MismatchError::Padding)?;
     Ok((view, block))
 }
 
@@ -216,37 +216,34 @@ fn check_matches(
     session: &TokenSession,
     mechs: RsaMechanisms,
     public: &PKey<Public>,
-) -> Result<(), String> {
+) -> Result<(), MismatchError> {
     match session.info.key_type {
         TokenKeyType::Rsa { .. } => {
             let rsa = public
                 .rsa()
-                .map_err(|_| "the certificate's key is not RSA, the token's is".to_string())?;
+                .map_err(|_| MismatchError::CertificateKeyType("RSA"))?;
             if rsa.n().to_vec() != session.info.modulus {
-                return Err("different RSA modulus".into());
+                return Err(MismatchError::Modulus);
             }
             let (view, block) = rsa_test_request(mechs, rsa.n().num_bits() as u32)?;
-            let (sig, _) = session
-                .rsa_sign(mechs, &view, &block)
-                .map_err(|e| e.message)?;
+            let (sig, _) = session.rsa_sign(mechs, &view, &block)?;
             if rsa_signature_is_valid(&rsa, &block, &view, &sig) {
                 Ok(())
             } else {
-                Err("the test signature does not verify".into())
+                Err(MismatchError::DoesNotVerify)
             }
         }
         TokenKeyType::EcdsaP256 => {
             let ec = public
                 .ec_key()
-                .map_err(|_| "the certificate's key is not EC, the token's is".to_string())?;
-            let digest = boring::hash::hash(MessageDigest::sha256(), CHECK_MESSAGE)
-                .map_err(|e| e.to_string())?;
-            let der = session.ecdsa_sign(&digest).map_err(|e| e.message)?;
-            let sig = boring::ecdsa::EcdsaSig::from_der(&der).map_err(|e| e.to_string())?;
+                .map_err(|_| MismatchError::CertificateKeyType("EC"))?;
+            let digest = boring::hash::hash(MessageDigest::sha256(), CHECK_MESSAGE)?;
+            let der = session.ecdsa_sign(&digest)?;
+            let sig = boring::ecdsa::EcdsaSig::from_der(&der)?;
             if sig.verify(&digest, &ec).unwrap_or(false) {
                 Ok(())
             } else {
-                Err("the test signature does not verify".into())
+                Err(MismatchError::DoesNotVerify)
             }
         }
     }

@@ -17,30 +17,9 @@ use cryptoki::slot::{Limit, Slot};
 use cryptoki::types::AuthPin;
 
 use super::config::{hex, Pin, Pkcs11Config, WantedKey};
+use super::error::Pkcs11Error;
+pub use super::error::TokenError;
 use crate::padding::{Digest, SignView};
-
-/// Why a token call failed; `session_lost` says the session must be reopened (the token went
-/// away, the session closed, the login was lost).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TokenError {
-    pub message: String,
-    pub session_lost: bool,
-}
-
-impl TokenError {
-    fn new(message: impl Into<String>) -> Self {
-        TokenError {
-            message: message.into(),
-            session_lost: true,
-        }
-    }
-}
-
-impl std::fmt::Display for TokenError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
 
 /// `CKR_DEVICE_REMOVED`-style name of a PKCS#11 return value.
 pub fn ckr(rv: RvError) -> String {
@@ -80,25 +59,26 @@ fn describe(what: &str, e: &CkError) -> TokenError {
 
 /// The loaded modules, by path: a module is initialised once per process and never finalised
 /// (finalising would close every other user's sessions).
-pub fn load_module(path: &Path) -> Result<Pkcs11, String> {
+pub fn load_module(path: &Path) -> Result<Pkcs11, Pkcs11Error> {
     static MODULES: OnceLock<Mutex<HashMap<PathBuf, Pkcs11>>> = OnceLock::new();
     let modules = MODULES.get_or_init(|| Mutex::new(HashMap::new()));
     let mut m = modules
         .lock()
-        .map_err(|_| "PKCS#11 module table poisoned".to_string())?;
+        .map_err(|_| Pkcs11Error::ModuleTablePoisoned)?;
     if let Some(ctx) = m.get(path) {
         return Ok(ctx.clone());
     }
-    let ctx = Pkcs11::new(path)
-        .map_err(|e| format!("cannot load PKCS#11 module {}: {e}", path.display()))?;
+    let ctx = Pkcs11::new(path).map_err(|source| Pkcs11Error::LoadModule {
+        module: path.to_path_buf(),
+        source,
+    })?;
     match ctx.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK)) {
         Ok(()) | Err(CkError::Pkcs11(RvError::CryptokiAlreadyInitialized, _)) => {}
         Err(e) => {
-            return Err(format!(
-                "PKCS#11 module {}: C_Initialize failed: {}",
-                path.display(),
-                describe("C_Initialize", &e)
-            ))
+            return Err(Pkcs11Error::Initialize {
+                module: path.to_path_buf(),
+                source: describe("C_Initialize", &e),
+            })
         }
     }
     m.insert(path.to_path_buf(), ctx.clone());
@@ -349,8 +329,8 @@ impl TokenSession {
             .session
             .sign(&Mechanism::Ecdsa, self.key, digest)
             .map_err(|e| describe("C_Sign(CKM_ECDSA)", &e))?;
-        raw_to_der(&raw).map_err(|m| TokenError {
-            message: m,
+        raw_to_der(&raw).map_err(|e| TokenError {
+            message: e.to_string(),
             session_lost: false,
         })
     }
@@ -442,18 +422,25 @@ pub fn raw_rsa_decrypt_supported(ctx: &Pkcs11, slot: Slot) -> bool {
         .is_ok_and(|i| i.decrypt())
 }
 
-fn raw_to_der(raw: &[u8]) -> Result<Vec<u8>, String> {
+/// Why a token's raw ECDSA signature (`r || s`) cannot be turned into DER.
+#[derive(Debug, thiserror::Error)]
+enum RawSignatureError {
+    #[error("token returned a {0}-byte ECDSA signature")]
+    Length(usize),
+    #[error(transparent)]
+    Boring(#[from] boring::error::ErrorStack),
+}
+
+fn raw_to_der(raw: &[u8]) -> Result<Vec<u8>, RawSignatureError> {
     if raw.is_empty() || !raw.len().is_multiple_of(2) {
-        return Err(format!(
-            "token returned a {}-byte ECDSA signature",
-            raw.len()
-        ));
+        return Err(RawSignatureError::Length(raw.len()));
     }
     let (r, s) = raw.split_at(raw.len() / 2);
-    let bn = |b: &[u8]| boring::bn::BigNum::from_slice(b).map_err(|e| e.to_string());
-    boring::ecdsa::EcdsaSig::from_private_components(bn(r)?, bn(s)?)
-        .and_then(|sig| sig.to_der())
-        .map_err(|e| e.to_string())
+    let bn = boring::bn::BigNum::from_slice;
+    Ok(
+        boring::ecdsa::EcdsaSig::from_private_components(bn(r)?, bn(s)?)
+            .and_then(|sig| sig.to_der())?,
+    )
 }
 
 fn key_info(session: &Session, key: ObjectHandle) -> Result<KeyInfo, TokenError> {

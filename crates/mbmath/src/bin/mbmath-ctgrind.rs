@@ -111,7 +111,7 @@ fn parse_key(line: &str) -> RsaCrtKey {
 }
 
 fn run_ct() {
-    let keys: Vec<RsaCrtKey> = include_str!("../../tests/data/rsa2048_keys.txt")
+    let keys: Vec<RsaCrtKey> = include_str!("../../../../testdata/rsa-crt-keys/rsa2048_keys.txt")
         .lines()
         .filter(|l| !l.is_empty())
         .take(2)

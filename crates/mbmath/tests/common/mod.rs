@@ -3,6 +3,8 @@
 
 use num_bigint::BigUint;
 use quickshake_mbmath::{Backend, BackendKind, RsaCrtKey};
+use quickshake_test_support::paths::testdata;
+use quickshake_test_support::skip;
 
 /// One test key's components as big integers.
 pub struct KeyComponents {
@@ -33,13 +35,11 @@ impl KeyComponents {
     }
 }
 
-/// Parses `tests/data/rsa{bits}_keys.txt` (written by `tests/data/gen_keys.sh`).
+/// Parses `testdata/rsa-crt-keys/rsa{bits}_keys.txt` (written by its `gen_keys.sh`).
 pub fn load_keys(bits: usize) -> Vec<KeyComponents> {
-    let path = format!(
-        "{}/tests/data/rsa{bits}_keys.txt",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
+    let path = testdata(&format!("rsa-crt-keys/rsa{bits}_keys.txt"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|line| {
@@ -65,27 +65,18 @@ pub fn load_keys(bits: usize) -> Vec<KeyComponents> {
         .collect()
 }
 
-/// The backends to test: every kind, `None` (with a printed skip note) for
-/// those this CPU cannot run.
+/// The backends to test: every kind this CPU runs; each one it cannot run is reported as a
+/// skip (a failure where `QUICKSHAKE_REQUIRE` names it).
 pub fn backends() -> Vec<Backend> {
-    let mut v = Vec::new();
-    for kind in BackendKind::ALL {
-        match Backend::new(kind) {
-            Ok(b) => v.push(b),
-            Err(_) => eprintln!("SKIP: backend {kind} not available on this CPU"),
-        }
-    }
-    v
-}
-
-pub fn backend_or_skip(kind: BackendKind) -> Option<Backend> {
-    match Backend::new(kind) {
-        Ok(b) => Some(b),
-        Err(_) => {
-            eprintln!("SKIP: backend {kind} not available on this CPU");
-            None
-        }
-    }
+    BackendKind::ALL
+        .into_iter()
+        .filter_map(|kind| {
+            skip::available(
+                kind.name(),
+                Backend::new(kind).map_err(|_| format!("backend {kind} not available on this CPU")),
+            )
+        })
+        .collect()
 }
 
 pub fn to_limbs16(x: &BigUint) -> [u64; 16] {

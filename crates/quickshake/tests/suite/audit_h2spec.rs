@@ -20,11 +20,7 @@ const H2SPEC_TIMEOUT_S: u32 = 180;
 const MIN_CASES: usize = 140;
 
 fn skip_audits() -> bool {
-    if std::env::var("QUICKSHAKE_SKIP_AUDITS").as_deref() == Ok("1") {
-        eprintln!("QUICKSHAKE_SKIP_AUDITS=1: third-party audit skipped");
-        return true;
-    }
-    false
+    support::skip::opted_out("audits", "QUICKSHAKE_SKIP_AUDITS")
 }
 
 fn on_path(name: &str) -> Option<PathBuf> {

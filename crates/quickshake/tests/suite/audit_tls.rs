@@ -33,11 +33,7 @@ const TESTSSL_TIMEOUT_S: u32 = 300;
 // Tools
 
 fn skip_audits() -> bool {
-    if std::env::var("QUICKSHAKE_SKIP_AUDITS").as_deref() == Ok("1") {
-        eprintln!("QUICKSHAKE_SKIP_AUDITS=1: third-party audit skipped");
-        return true;
-    }
-    false
+    support::skip::opted_out("audits", "QUICKSHAKE_SKIP_AUDITS")
 }
 
 fn repo_root() -> PathBuf {

@@ -42,8 +42,7 @@ fn values_file(name: &str) -> PathBuf {
 /// The helm binary, or `None` when `QUICKSHAKE_SKIP_HELM=1`. Looks on PATH, then where
 /// `go install` puts it (`$GOBIN`, `$GOPATH/bin`, `~/go/bin`).
 fn helm() -> Option<PathBuf> {
-    if std::env::var("QUICKSHAKE_SKIP_HELM").as_deref() == Ok("1") {
-        eprintln!("QUICKSHAKE_SKIP_HELM=1: skipping the Helm chart test");
+    if support::skip::opted_out("helm", "QUICKSHAKE_SKIP_HELM") {
         return None;
     }
     let mut candidates = vec![PathBuf::from("helm")];

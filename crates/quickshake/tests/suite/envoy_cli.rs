@@ -196,23 +196,13 @@ static_resources:
             tls_certificates:
 {cert}
       filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: second_http
-          route_config:
-            virtual_hosts:
-            - name: all
-              domains: ["*"]
-              routes:
-              - match: {{ prefix: / }}
-                direct_response: {{ status: 200, body: {{ inline_string: "from the second listener" }} }}
-          http_filters:
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-"#,
-        cert = plain_cert("rsa2048")
+{hcm}"#,
+        cert = plain_cert("rsa2048"),
+        hcm = direct_response_hcm(
+            "second_http",
+            r#"{ status: 200, body: { inline_string: "from the second listener" } }"#,
+            ""
+        )
     );
     let gw = Gateway::start_argv(
         &[("config.yaml", &file)],

@@ -229,3 +229,49 @@ fn require_client_certificate_without_trusted_ca() {
     );
     assert!(err.contains("trusted_ca"), "{err}");
 }
+
+/// The fault engine is a test double that only the test-only `quickshake-test` links: the
+/// release binary refuses `engine: fault` at load (also with `fallback: true`), naming the
+/// field and where the engine is.
+#[test]
+fn the_release_binary_refuses_the_test_only_fault_engine() {
+    let _lock = support::shared();
+    let cert = support::providers::batching_cert_with(
+        "rsa2048",
+        &[("engine", "fault"), ("fault", "{ error_every: 1 }")],
+        Some(true),
+    );
+    let t = direct_response_config(&cert, "", "");
+    let err = fails(&t);
+    assert!(
+        err.contains(
+            "tls_certificates[0].private_key_provider.typed_config.engine: 'fault' is a test engine"
+        ) && err.contains("`quickshake-test`"),
+        "{err}"
+    );
+    validate_fails(&t, "'fault' is a test engine");
+}
+
+/// Nothing of the fault engine is in the release binary: none of its messages is in the file,
+/// while they are in `quickshake-test` (the positive control of the search).
+#[test]
+fn the_release_binary_holds_no_fault_engine() {
+    let _lock = support::shared();
+    let holds = |path: &str, needle: &str| {
+        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+    };
+    for needle in [
+        "injected engine error",
+        "fault engine: injected panic in batch",
+    ] {
+        assert!(
+            holds(quickshake_test_support::gateway::test_binary(), needle),
+            "quickshake-test lacks {needle:?}: the search is broken"
+        );
+        assert!(
+            !holds(binary(), needle),
+            "the release binary holds {needle:?}"
+        );
+    }
+}

@@ -46,13 +46,10 @@ fn split_upstream(body: Vec<u8>) -> (u16, mpsc::Sender<()>) {
         let Ok((mut s, _)) = listener.accept() else {
             return;
         };
-        let (mut head, mut buf) = (Vec::new(), [0u8; 4096]);
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            match s.read(&mut buf) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
+        if support::read_head(&mut s).is_none() {
+            return;
         }
+        let mut buf = [0u8; 4096];
         let half = body.len() / 2;
         let reply = format!(
             "HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\n\r\n",
@@ -155,12 +152,8 @@ fn endless_upstream(len: usize) -> (u16, Arc<AtomicUsize>) {
         let Ok((mut s, _)) = listener.accept() else {
             return;
         };
-        let (mut head, mut buf) = (Vec::new(), [0u8; 4096]);
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            match s.read(&mut buf) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
+        if support::read_head(&mut s).is_none() {
+            return;
         }
         let reply = format!("HTTP/1.1 200 OK\r\ncontent-length: {len}\r\n\r\n");
         if s.write_all(reply.as_bytes()).is_err() {

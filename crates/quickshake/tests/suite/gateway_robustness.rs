@@ -189,13 +189,7 @@ fn silent_client_times_out_in_handshake() {
     });
 }
 
-const LIMIT: &str = r#"overload_manager:
-  resource_monitors:
-  - name: envoy.resource_monitors.global_downstream_max_connections
-    typed_config:
-      "@type": type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig
-      max_active_downstream_connections: 2
-"#;
+const LIMIT: &str = OVERLOAD_TWO_CONNECTIONS;
 
 #[test]
 fn global_connection_limit() {

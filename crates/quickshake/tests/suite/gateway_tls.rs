@@ -143,15 +143,7 @@ fn rsa_and_ecdsa_on_one_listener_ecdsa_first() {
     }
     // curl with either trust anchor succeeds: it offers both algorithms, so either certificate
     // is acceptable; the one it gets must verify against the matching anchor.
-    let out = curl(&[
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        "--cacert",
-        &cert("ecdsa-p256.cert.pem"),
-        &gw.url("/"),
-    ]);
+    let out = support::curl_status(&gw.url("/"), "ecdsa-p256.cert.pem");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "200",

@@ -30,6 +30,7 @@ mod ops_access_log;
 mod ops_admin;
 mod ops_health;
 mod provider_batching;
+mod provider_crypto_mb_dir;
 mod provider_engines;
 mod provider_faults;
 mod provider_key_exchange;

@@ -8,7 +8,7 @@
 //! module at a few seconds.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -58,14 +58,9 @@ impl Ctl {
                 std::thread::spawn(move || {
                     let _ = s.set_nonblocking(false);
                     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 2048];
-                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match s.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
+                    let Some(buf) = read_head(&mut s) else {
+                        return;
+                    };
                     let text = String::from_utf8_lossy(&buf);
                     let path = text.split_whitespace().nth(1).unwrap_or("/");
                     let code = if path == "/healthz" {

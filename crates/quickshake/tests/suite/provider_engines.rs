@@ -20,7 +20,10 @@ fn engines() -> Vec<String> {
         if usable {
             e.push(name);
         } else {
-            eprintln!("{name} not usable on this machine: its engine run is skipped (see quickshake doctor)");
+            support::skip::missing(
+                &name,
+                "not usable on this machine: its engine run is skipped (see quickshake doctor)",
+            );
         }
     }
     e

@@ -1,6 +1,7 @@
 //! Fault injection through the provider: wrong results are caught by the public-key check,
 //! engine errors and panics fail only their handshake (or fall back), clients that leave while
-//! their operation is queued leave nothing behind, and nothing hangs.
+//! their operation is queued leave nothing behind, and nothing hangs. `engine: fault` is a test
+//! engine: its tests run the test-only `quickshake-test` (`support::shared_with_fault_engine`).
 
 use std::time::Duration;
 
@@ -35,7 +36,7 @@ fn sequential(gw: &Gateway, n: usize) -> (usize, usize) {
 
 #[test]
 fn wrong_results_are_caught_and_redone() {
-    let _lock = support::shared();
+    let _lock = support::shared_with_fault_engine();
     let gw = fault_gateway("{ corrupt_every: 1 }", None);
     assert_eq!(sequential(&gw, 4), (4, 0), "{}", gw.log_text());
     assert_eq!(provider_counter(&gw, "verify_failed"), 4);
@@ -50,7 +51,7 @@ fn wrong_results_are_caught_and_redone() {
 
 #[test]
 fn engine_errors_fail_only_their_handshake() {
-    let _lock = support::shared();
+    let _lock = support::shared_with_fault_engine();
     let gw = fault_gateway("{ error_every: 2 }", Some(false));
     assert_eq!(sequential(&gw, 6), (3, 3));
     assert_eq!(provider_counter(&gw, "engine_error"), 3);
@@ -61,7 +62,7 @@ fn engine_errors_fail_only_their_handshake() {
 
 #[test]
 fn engine_errors_fall_back_when_configured() {
-    let _lock = support::shared();
+    let _lock = support::shared_with_fault_engine();
     let gw = fault_gateway("{ error_every: 1 }", Some(true));
     assert_eq!(sequential(&gw, 4), (4, 0));
     assert_eq!(provider_counter(&gw, "engine_error"), 4);
@@ -70,7 +71,7 @@ fn engine_errors_fall_back_when_configured() {
 
 #[test]
 fn engine_panics_are_contained() {
-    let _lock = support::shared();
+    let _lock = support::shared_with_fault_engine();
     let gw = fault_gateway("{ panic_every: 1 }", Some(false));
     assert_eq!(sequential(&gw, 3), (0, 3));
     assert_eq!(provider_counter(&gw, "engine_error"), 3);

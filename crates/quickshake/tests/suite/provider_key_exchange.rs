@@ -21,7 +21,10 @@ fn engines() -> Vec<String> {
     {
         e.push("ifma".into());
     } else {
-        eprintln!("no ifma engine on this CPU: its X25519 run is skipped");
+        support::skip::missing(
+            "ifma",
+            "no ifma engine on this CPU: its X25519 run is skipped",
+        );
     }
     e
 }

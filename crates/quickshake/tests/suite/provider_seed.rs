@@ -35,7 +35,10 @@ fn seed(fallback: bool) -> String {
 fn seed_runs_through_the_accelerated_engine() {
     let _lock = support::shared();
     let Some(engine) = best_engine() else {
-        eprintln!("no accelerated engine on this machine: covered by the hidden-engine tests");
+        support::skip::missing(
+            "accelerated",
+            "no accelerated engine on this machine: covered by the hidden-engine tests",
+        );
         return;
     };
     let gw = Gateway::start(&seed(false), &["--concurrency", "1"]);
@@ -102,7 +105,7 @@ fn doctor_explains_the_engine_choice() {
     )
     .expect("write");
     let run = |env: &[(&str, &str)]| {
-        let mut cmd = std::process::Command::new(support::binary());
+        let mut cmd = quickshake_test_support::gateway::quickshake_command();
         cmd.args(["doctor", "--json", "-c"]).arg(&cfg);
         for (k, v) in env {
             cmd.env(k, v);

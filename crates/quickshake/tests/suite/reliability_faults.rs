@@ -6,6 +6,9 @@
 //! Positive controls: the log-line counter counts two lines when two providers fail (one each),
 //! and the latency criterion applied to the inline key in the same storm flags it (the harness
 //! can see a worker blocked by handshakes). See docs/reliability.md.
+//!
+//! `engine: fault` is a test engine: the tests that use it run the test-only `quickshake-test`
+//! (the release gateway plus the fault engine; `support::*_with_fault_engine`).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -66,7 +69,7 @@ fn report(gw: &Gateway, what: &str, ok: usize, failed: usize) {
 
 #[test]
 fn engine_errors_are_contained_counted_and_logged_once() {
-    let _lock = support::shared();
+    let _lock = support::shared_with_fault_engine();
     let gw = fault_gateway("{ error_every: 2 }", Some(false));
     let (ok, failed, _) = sequential(&gw, 20, &ClientOpts::default());
     report(&gw, "error_every: 2", ok, failed);
@@ -80,7 +83,7 @@ fn engine_errors_are_contained_counted_and_logged_once() {
 
 #[test]
 fn wrong_results_are_caught_counted_and_logged_once() {
-    let _lock = support::shared();
+    let _lock = support::shared_with_fault_engine();
     let gw = fault_gateway("{ corrupt_every: 1 }", None);
     let (ok, failed, _) = sequential(&gw, 20, &ClientOpts::default());
     report(&gw, "corrupt_every: 1", ok, failed);
@@ -93,7 +96,7 @@ fn wrong_results_are_caught_counted_and_logged_once() {
 
 #[test]
 fn engine_panics_are_contained_counted_and_logged_once() {
-    let _lock = support::shared();
+    let _lock = support::shared_with_fault_engine();
     let gw = fault_gateway("{ panic_every: 2 }", Some(false));
     let (ok, failed, _) = sequential(&gw, 20, &ClientOpts::default());
     report(&gw, "panic_every: 2", ok, failed);
@@ -108,7 +111,7 @@ fn engine_panics_are_contained_counted_and_logged_once() {
 
 #[test]
 fn slow_engine_only_slows_its_handshakes() {
-    let _lock = support::shared();
+    let _lock = support::shared_with_fault_engine();
     let gw = fault_gateway("{ delay: 50ms }", None);
     let (ok, failed, slowest) = sequential(&gw, 20, &ClientOpts::default());
     report(&gw, "delay: 50ms", ok, failed);
@@ -125,7 +128,7 @@ fn slow_engine_only_slows_its_handshakes() {
 /// two.
 #[test]
 fn burst_counter_sees_one_line_per_provider() {
-    let _lock = support::shared();
+    let _lock = support::shared_with_fault_engine();
     let certs = format!(
         "{}{}",
         fault_cert("rsa2048", "{ error_every: 1 }", Some(false)),
@@ -432,7 +435,7 @@ fn software_engine() -> String {
 /// (the default), which is also the positive control of the offload criterion.
 #[test]
 fn keepalive_requests_keep_flowing_while_handshakes_wait_in_a_provider() {
-    let _lock = support::exclusive();
+    let _lock = support::exclusive_with_fault_engine();
     // One retry of the whole comparison: this 2-core machine is shared (other builds and fuzzers
     // run beside CI) and one scheduling hiccup moves a 500-sample p99. A real regression (a
     // worker blocked by its handshakes) fails both runs: compare the inline key, ~20-35 ms.
@@ -497,7 +500,7 @@ fn compare_engines() -> Result<(), String> {
 /// (storm p99 1.9–8.6 ms).
 #[test]
 fn keepalive_p99_with_an_offloaded_engine_within_twice_idle() {
-    let _lock = support::exclusive();
+    let _lock = support::exclusive_with_fault_engine();
     // Timing on a shared 2-core machine: one re-measurement before judging (reported either way).
     let mut slow = keepalive_under_storm(&slow_engine(), Sched::IdleHandshakes);
     print(

@@ -34,16 +34,7 @@ fn hostile_config() -> String {
 }
 
 fn curl_code(gw: &Gateway) -> String {
-    let out = curl(&[
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        "--cacert",
-        &cert("rsa2048.cert.pem"),
-        &gw.url("/"),
-    ]);
-    String::from_utf8_lossy(&out.stdout).to_string()
+    support::curl_code(&gw.url("/"), "rsa2048.cert.pem")
 }
 
 fn curl_ok(gw: &Gateway) {

@@ -17,13 +17,7 @@ use crate::support;
 use crate::support::tls_client::{connector, ClientOpts};
 use crate::support::*;
 
-const LIMIT: &str = r#"overload_manager:
-  resource_monitors:
-  - name: envoy.resource_monitors.global_downstream_max_connections
-    typed_config:
-      "@type": type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig
-      max_active_downstream_connections: 2
-"#;
+const LIMIT: &str = OVERLOAD_TWO_CONNECTIONS;
 
 fn base() -> String {
     direct_response_config(&plain_cert("rsa2048"), "", "")

@@ -195,16 +195,7 @@ fn everything(gw: &Gateway) -> String {
 }
 
 fn traffic(gw: &Gateway) {
-    let out = curl(&[
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        "--cacert",
-        &cert("rsa2048.cert.pem"),
-        &gw.url("/"),
-    ]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    assert_eq!(support::curl_code(&gw.url("/"), "rsa2048.cert.pem"), "200");
     let _ = support::tls_client::handshake(gw.port, &Default::default());
     // A failed handshake too (garbage), so that error paths log.
     let _ = s_client(

@@ -9,8 +9,8 @@ use std::process::Command;
 use crate::support;
 use crate::support::*;
 
-const EG: &str = include_str!("../testdata/bootstraps/envoy-gateway.yaml");
-const ISTIO: &str = include_str!("../testdata/bootstraps/istio-sidecar.json");
+const EG: &str = include_str!("../../../../testdata/bootstraps/envoy-gateway.yaml");
+const ISTIO: &str = include_str!("../../../../testdata/bootstraps/istio-sidecar.json");
 
 /// The SDS files Envoy Gateway mounts for the xDS cluster's mTLS.
 fn eg_sds_files() -> [(&'static str, String); 2] {

@@ -81,18 +81,7 @@ struct Outcome {
 
 fn six_connections(port: u16) -> usize {
     (0..6)
-        .filter(|_| {
-            let out = curl(&[
-                "--cacert",
-                &cert("rsa2048.cert.pem"),
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                &format!("https://localhost:{port}/"),
-            ]);
-            String::from_utf8_lossy(&out.stdout) == "200"
-        })
+        .filter(|_| curl_code(&format!("https://localhost:{port}/"), "rsa2048.cert.pem") == "200")
         .count()
 }
 

@@ -259,11 +259,9 @@ fn tls_sds_rds_eds(plane: Plane, mode: Mode, unix: bool) {
 
 /// b. A route change is applied in under a second (push to the first request that sees it),
 /// with no failed request in the load running meanwhile.
-fn route_change_under_load(plane: Plane, mode: Mode) {
-    let s = Scene::start(plane, mode, false, plain_secret("server-cert", "rsa2048"));
-    let running = load(s.port, 3);
-    std::thread::sleep(Duration::from_millis(700));
-    let pushed = Instant::now();
+/// Pushes version `v2` (same certificate and listener, cluster `b` tagged `v2`) and waits until
+/// the gateway routes to it.
+fn push_v2_route(s: &Scene) {
     s.push(
         "v2",
         &Want {
@@ -273,9 +271,17 @@ fn route_change_under_load(plane: Plane, mode: Mode) {
             listener: s.listener(),
         },
     );
-    within(&s, "the v2 route", Duration::from_secs(5), || {
+    within(s, "the v2 route", Duration::from_secs(5), || {
         get(s.port).is_ok_and(|r| r == "v2")
     });
+}
+
+fn route_change_under_load(plane: Plane, mode: Mode) {
+    let s = Scene::start(plane, mode, false, plain_secret("server-cert", "rsa2048"));
+    let running = load(s.port, 3);
+    std::thread::sleep(Duration::from_millis(700));
+    let pushed = Instant::now();
+    push_v2_route(&s);
     let took = pushed.elapsed();
     eprintln!("{plane:?} {mode:?}: route change seen {took:?} after the push");
     let report = running.join().expect("load thread");
@@ -472,18 +478,7 @@ fn route_change_on_open_connection(plane: Plane, mode: Mode) {
             .unwrap_or_default()
     };
     assert_eq!(ask(&mut tls), "v1");
-    s.push(
-        "v2",
-        &Want {
-            secret: plain_secret("server-cert", "rsa2048"),
-            cluster: "b",
-            tag: "v2",
-            listener: s.listener(),
-        },
-    );
-    within(&s, "the v2 route", Duration::from_secs(5), || {
-        get(s.port).is_ok_and(|r| r == "v2")
-    });
+    push_v2_route(&s);
     assert_eq!(
         ask(&mut tls),
         "v2",

@@ -1,12 +1,12 @@
-//! Responses made by `openssl ocsp` (crates/wire/testdata/ocsp, see its README) and hand-built
+//! Responses made by `openssl ocsp` (testdata/ocsp, see its README) and hand-built
 //! DER for every rule of the parser.
 
 use super::*;
 
-const GOOD: &[u8] = include_bytes!("../../testdata/ocsp/good-serial-1001.der");
-const NO_NEXT_UPDATE: &[u8] = include_bytes!("../../testdata/ocsp/no-next-update.der");
-const MUST_STAPLE_CERT: &[u8] = include_bytes!("../../testdata/ocsp/must-staple.cert.der");
-const PLAIN_CERT: &[u8] = include_bytes!("../../testdata/ocsp/plain.cert.der");
+const GOOD: &[u8] = include_bytes!("../../../../testdata/ocsp/good-serial-1001.der");
+const NO_NEXT_UPDATE: &[u8] = include_bytes!("../../../../testdata/ocsp/no-next-update.der");
+const MUST_STAPLE_CERT: &[u8] = include_bytes!("../../../../testdata/ocsp/must-staple.cert.der");
+const PLAIN_CERT: &[u8] = include_bytes!("../../../../testdata/ocsp/plain.cert.der");
 
 /// 2026-11-24T04:03:04Z and a day later: the openssl responses' thisUpdate and nextUpdate.
 const THIS_UPDATE: i64 = 1_795_492_984;

@@ -104,10 +104,10 @@ type X25519PublicKeyFn = unsafe extern "C" fn(
 /// `dlopen(path, RTLD_NOW | RTLD_GLOBAL)`: for the Intel compiler runtime libraries, so that
 /// crypto_mb's `NEEDED` entries (`libintlc.so.5`, `libirng.so`, `libimf.so`, `libsvml.so`) are
 /// already satisfied when it is loaded.
-pub(super) fn open_global(path: &Path) -> Result<Library, String> {
+pub(super) fn open_global(path: &Path) -> Result<Library, libloading::Error> {
     // SAFETY: loading a library runs its initialisers; the Intel runtime libraries are plain C
     // libraries whose initialisers only set up their own state.
-    unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| e.to_string())
+    unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }
 }
 
 /// The loaded crypto_mb library and the entry points the engine uses.
@@ -157,11 +157,9 @@ impl RsaMethod {
 ///
 /// # Safety
 /// `T` must be the symbol's real C function type.
-unsafe fn sym<T: Copy>(lib: &Library, name: &[u8]) -> Result<T, String> {
+unsafe fn sym<T: Copy>(lib: &Library, name: &[u8]) -> Result<T, libloading::Error> {
     // SAFETY: the caller guarantees `T` matches the symbol.
-    unsafe { lib.get::<T>(name) }
-        .map(|s| *s)
-        .map_err(|e| e.to_string())
+    unsafe { lib.get::<T>(name) }.map(|s| *s)
 }
 
 impl CryptoMbLib {
@@ -169,11 +167,13 @@ impl CryptoMbLib {
     /// point. RTLD_LOCAL keeps the OpenSSL 3 symbols it links (`libcrypto.so.3`, for its `_ssl_`
     /// functions, which we do not use) away from our statically linked BoringSSL.
     /// `path` may be a bare file name, searched on the system library path.
-    pub(super) fn open(path: &Path, runtime: Vec<Library>) -> Result<CryptoMbLib, String> {
+    pub(super) fn open(
+        path: &Path,
+        runtime: Vec<Library>,
+    ) -> Result<CryptoMbLib, libloading::Error> {
         // SAFETY: loading crypto_mb runs its initialisers (none beyond libc/OpenSSL setup);
         // it is loaded locally so its symbols cannot interpose on ours.
-        let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }
-            .map_err(|e| e.to_string())?;
+        let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }?;
         // SAFETY: each type below is the signature declared in crypto_mb's headers
         // (cpu_features.h, version.h, rsa.h, ec_nistp256.h, x25519.h) for that symbol.
         unsafe {

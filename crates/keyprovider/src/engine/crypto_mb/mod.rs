@@ -4,12 +4,13 @@
 //! and a machine without it (or without IFMA) just gets [`CryptoMbUnavailable`] with a reason.
 //! Install it with `scripts/install-crypto-mb` (into `<repo>/.deps/crypto_mb`).
 //!
-//! Search order for the libraries: [`EngineOptions::crypto_mb_dir`] (the binary's
-//! `--crypto-mb-dir`, env `QUICKSHAKE_CRYPTO_MB_DIR`; searched recursively),
-//! `<dir of the executable>/../../.deps/crypto_mb` (and the other ancestors of the
-//! executable's directory, up to 5 levels), `./.deps/crypto_mb`, the repo
-//! this crate was built from (`<CARGO_MANIFEST_DIR>/../../.deps/crypto_mb`), then the system
-//! library path. [`EngineOptions::hide`] naming `crypto_mb` (or `all`) hides it.
+//! Where the libraries come from ([`CryptoMbSource`]): the directory
+//! [`EngineOptions::crypto_mb_dir`] names (the binary's `--crypto-mb-dir`, env
+//! `QUICKSHAKE_CRYPTO_MB_DIR`; the files in it or in its `lib/`), or, when none is named, the
+//! system loader's path (a plain `dlopen` of the SONAME: `LD_LIBRARY_PATH`, `ld.so.conf`).
+//! Nowhere else: not the executable's ancestors, the working directory nor the source tree.
+//! [`EngineOptions::hide`] naming `crypto_mb` (or `all`) hides it. The engine registry loads it
+//! only when a configured provider needs it (`crate::engines`).
 //!
 //! This module owns the engine itself (loading it, its capabilities, the reasons it is
 //! unavailable, hiding) and sorts each call's lanes into 8-lane batches per key size. The rest
@@ -26,6 +27,7 @@ mod batch;
 mod ffi;
 mod lanes;
 mod library;
+mod source;
 mod unavailable;
 
 use std::fmt;
@@ -41,6 +43,7 @@ use lanes::{
 use library::{open_library, CRYPTO_MB_SONAME};
 
 pub use library::{probe, CryptoMbProbe};
+pub use source::CryptoMbSource;
 pub use unavailable::CryptoMbUnavailable;
 
 /// Smallest batch worth sending to crypto_mb rather than BoringSSL one at a time: the smallest
@@ -81,6 +84,7 @@ pub struct CryptoMbEngine {
     public_methods: Vec<Option<ffi::RsaMethod>>,
     caps: Capabilities,
     path: Option<PathBuf>,
+    source: CryptoMbSource,
     version: Option<String>,
 }
 
@@ -88,18 +92,21 @@ impl fmt::Debug for CryptoMbEngine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CryptoMbEngine")
             .field("path", &self.path)
+            .field("source", &self.source)
             .field("version", &self.version)
             .finish_non_exhaustive()
     }
 }
 
 impl CryptoMbEngine {
-    /// Find and load crypto_mb (where `options` say), and check that this CPU runs it.
+    /// Load crypto_mb from where `options` allow ([`CryptoMbSource::of`]), and check that this
+    /// CPU runs it.
     pub fn load(options: &EngineOptions) -> Result<CryptoMbEngine, CryptoMbUnavailable> {
         if options.hides("crypto_mb") {
             return Err(CryptoMbUnavailable::Hidden);
         }
-        let (path, lib) = open_library(options.crypto_mb_dir.as_deref());
+        let source = CryptoMbSource::of(options);
+        let (path, lib) = open_library(&source);
         let lib = lib?;
         if !lib.applicable() {
             return Err(CryptoMbUnavailable::NotApplicable);
@@ -142,13 +149,19 @@ impl CryptoMbEngine {
             public_methods,
             caps,
             path,
+            source,
             version,
         })
     }
 
-    /// Where the library was loaded from (None: the system library path).
+    /// Where the library was loaded from (None: the system loader path).
     pub fn library_path(&self) -> Option<&Path> {
         self.path.as_deref()
+    }
+
+    /// The directory it was loaded from, or the system loader path.
+    pub fn source(&self) -> &CryptoMbSource {
+        &self.source
     }
 
     /// `mbx_getversion()`'s string, if the library has it.

@@ -2,15 +2,18 @@
 
 use std::path::PathBuf;
 
+use super::source::{CryptoMbSource, DIR_OPTION};
+
 /// Why crypto_mb cannot be used in this process.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CryptoMbUnavailable {
-    #[error(
-        "crypto_mb is not installed (looked in {} and the system library path; run scripts/install-crypto-mb)",
-        show_paths(.looked)
-    )]
-    NotInstalled { looked: Vec<PathBuf> },
-    #[error("crypto_mb failed to load from {path}: {reason}")]
+    /// Not in the named directory (nor its `lib/`), or not on the system loader's path when
+    /// none was named. The message names the option that sets the directory.
+    #[error("crypto_mb is not installed {}", not_installed(.from))]
+    NotInstalled { from: CryptoMbSource },
+    /// The loader's or the library's own message (`dlerror`, a missing entry point); a string
+    /// so that this reason stays comparable and cloneable.
+    #[error("crypto_mb failed to load from {}: {reason}", path.display())]
     LoadFailed { path: PathBuf, reason: String },
     #[error("crypto_mb is not applicable on this CPU: needs AVX-512 IFMA")]
     NotApplicable,
@@ -25,13 +28,17 @@ impl CryptoMbUnavailable {
     }
 }
 
-fn show_paths(paths: &[PathBuf]) -> String {
-    if paths.is_empty() {
-        return "no directory".to_string();
+/// Where it was looked for, and the option that says where to look.
+fn not_installed(from: &CryptoMbSource) -> String {
+    match from {
+        CryptoMbSource::Directory(d) => format!(
+            "in {} (looked in it and in its lib/); the directory is set by {DIR_OPTION}",
+            d.display()
+        ),
+        CryptoMbSource::SystemLoader => format!(
+            "on the system loader path (LD_LIBRARY_PATH, ld.so.conf); set {DIR_OPTION} to the \
+             directory holding it (scripts/install-crypto-mb installs it into \
+             <repo>/.deps/crypto_mb)"
+        ),
     }
-    paths
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }

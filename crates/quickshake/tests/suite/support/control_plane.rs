@@ -2,8 +2,6 @@
 //! built once per test process by `scripts/build-xds-control-plane`, run on free ports, driven
 //! through its admin API (`PUT /snapshot`, `GET /status`; see its main.go and status.go).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -15,7 +13,7 @@ use super::free_port;
 pub fn control_plane_binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let root = quickshake_test_support::paths::workspace_root();
         let out = Command::new(root.join("scripts/build-xds-control-plane"))
             .stderr(Stdio::inherit())
             .output()
@@ -190,26 +188,13 @@ impl ControlPlane {
 
     /// HTTP/1.0, so that the body is never chunked.
     fn http(&self, method: &str, path: &str, body: &str) -> std::io::Result<(u16, String)> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.http_port))?;
-        s.set_read_timeout(Some(Duration::from_secs(5)))?;
-        write!(
-            s,
-            "{method} {path} HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )?;
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf)?;
-        let text = String::from_utf8_lossy(&buf).to_string();
-        let code = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        Ok((code, body))
+        super::http_exchange(
+            self.http_port,
+            &format!(
+                "{method} {path} HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            ),
+        )
     }
 }
 

@@ -13,7 +13,7 @@ use super::{curl, http_get};
 pub fn envoy_binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let root = quickshake_test_support::paths::workspace_root();
         let out = Command::new(root.join("scripts/setup-envoy"))
             .stderr(Stdio::inherit())
             .output()

@@ -100,7 +100,7 @@ pub fn provider_counter(gw: &Gateway, name: &str) -> u64 {
 }
 
 fn doctor_engines() -> serde_json::Value {
-    let out = std::process::Command::new(super::binary())
+    let out = quickshake_test_support::gateway::quickshake_command()
         .args(["doctor", "--json"])
         .output()
         .expect("doctor runs");

@@ -2,7 +2,6 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,13 +20,7 @@ use tokio::net::TcpListener;
 /// Bound on every awaited operation of a test.
 pub const BOUND: Duration = Duration::from_secs(10);
 
-pub fn certs() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/certs")
-}
-
-pub fn read_cert(name: &str) -> Vec<u8> {
-    std::fs::read(certs().join(name)).expect("test certificate")
-}
+pub use quickshake_test_support::paths::{certs_dir as certs, read_cert};
 
 /// What the test upstreams saw.
 #[derive(Default)]
@@ -202,10 +195,7 @@ pub async fn echo() -> SocketAddr {
 }
 
 /// A port nothing listens on (bound, then released).
-pub fn closed_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
+pub use quickshake_test_support::net::free_port as closed_port;
 
 pub fn static_spec(name: &str, addrs: &[SocketAddr]) -> ClusterSpec {
     let eps = addrs

@@ -1,0 +1,146 @@
+//! From the configuration's clusters to the upstream crate's cluster manager.
+
+use quickshake_config::{
+    load_sds_tls_certificate, load_sds_trusted_ca, read_data_source, Cluster, ClusterDiscovery,
+    HealthCheck, HealthCheckKind, LbPolicy, OutlierDetection, UpstreamProtocol, UpstreamTls,
+};
+use quickshake_stats::Store;
+use quickshake_upstream::{
+    ClusterManager, ClusterSpec, Discovery, HealthCheckSpec, Limits, OutlierSpec, Protocol,
+    UpstreamTlsSpec,
+};
+
+use quickshake_listener::ServerError;
+
+/// Build every cluster (upstream TLS material is read here; errors name the field).
+pub fn cluster_manager(clusters: &[Cluster], store: &Store) -> Result<ClusterManager, ServerError> {
+    let specs = clusters.iter().map(spec).collect::<Result<Vec<_>, _>>()?;
+    ClusterManager::new(specs, store).map_err(|e| ServerError::Invalid {
+        field: "static_resources.clusters".into(),
+        reason: e.to_string(),
+    })
+}
+
+/// A cluster's client TLS options, its material read now: inline or from files, or from SDS
+/// files (`tls_certificate_sds_secret_configs`, `validation_context_sds_secret_config`).
+/// Errors name the field.
+pub fn tls_spec(c: &Cluster, t: &UpstreamTls) -> Result<UpstreamTlsSpec, ServerError> {
+    let field = format!("{}.transport_socket", c.path);
+    let read =
+        |ds: &quickshake_config::DataSource, f: &str| read_data_source(ds, &format!("{field}.{f}"));
+    let from_sds = match &t.client_certificate_sds {
+        Some(r) => Some(load_sds_tls_certificate(r)?),
+        None => None,
+    };
+    let (cert, key) = match t.client_certificate.as_ref().or(from_sds.as_ref()) {
+        Some(cc) => (
+            Some(read(
+                &cc.certificate_chain,
+                "tls_certificates[0].certificate_chain",
+            )?),
+            match &cc.private_key {
+                Some(k) => Some(read(k, "tls_certificates[0].private_key")?),
+                None => None,
+            },
+        ),
+        None => (None, None),
+    };
+    let ca = match (&t.trusted_ca, &t.trusted_ca_sds) {
+        (Some(ca), _) => Some(read(ca, "validation_context.trusted_ca")?),
+        (None, Some(r)) => Some(read(
+            &load_sds_trusted_ca(r)?,
+            "validation_context_sds_secret_config",
+        )?),
+        (None, None) => None,
+    };
+    Ok(UpstreamTlsSpec {
+        sni: t.sni.clone(),
+        trusted_ca_pem: ca,
+        alpn: t.alpn_protocols.clone(),
+        client_cert_pem: cert,
+        client_key_pem: key,
+    })
+}
+
+/// One cluster's upstream spec (also for clusters a control plane sends).
+pub(crate) fn spec(c: &Cluster) -> Result<ClusterSpec, ServerError> {
+    let tls = c
+        .upstream_tls
+        .as_ref()
+        .map(|t| tls_spec(c, t))
+        .transpose()?;
+    Ok(ClusterSpec {
+        name: c.name.clone(),
+        connect_timeout: c.connect_timeout,
+        discovery: match c.discovery {
+            ClusterDiscovery::Static => Discovery::Static,
+            ClusterDiscovery::StrictDns => Discovery::StrictDns,
+            ClusterDiscovery::LogicalDns => Discovery::LogicalDns,
+            ClusterDiscovery::Eds { .. } => Discovery::Eds,
+        },
+        dns_refresh_rate: c.dns_refresh_rate,
+        lb: match c.lb_policy {
+            LbPolicy::RoundRobin => quickshake_upstream::LbPolicy::RoundRobin,
+            LbPolicy::LeastRequest => quickshake_upstream::LbPolicy::LeastRequest,
+        },
+        endpoints: c
+            .endpoints
+            .iter()
+            .map(|e| (e.host.clone(), e.port))
+            .collect(),
+        limits: Limits {
+            max_connections: c.circuit_breakers.max_connections,
+            max_pending_requests: c.circuit_breakers.max_pending_requests,
+            max_requests: c.circuit_breakers.max_requests,
+            max_retries: c.circuit_breakers.max_retries,
+        },
+        tls,
+        protocol: match c.protocol {
+            UpstreamProtocol::Http1 => Protocol::Http1,
+            UpstreamProtocol::Http2 => Protocol::Http2,
+        },
+        health_check: c.health_check.as_ref().map(health_check_spec),
+        outlier: c.outlier_detection.as_ref().map(outlier_spec),
+        healthy_panic_threshold: c.healthy_panic_threshold,
+    })
+}
+
+fn health_check_spec(h: &HealthCheck) -> HealthCheckSpec {
+    HealthCheckSpec {
+        interval: h.interval,
+        timeout: h.timeout,
+        no_traffic_interval: h.no_traffic_interval,
+        unhealthy_threshold: h.unhealthy_threshold,
+        healthy_threshold: h.healthy_threshold,
+        interval_jitter: h.interval_jitter,
+        initial_jitter: h.initial_jitter,
+        kind: match &h.kind {
+            HealthCheckKind::Http {
+                path,
+                host,
+                expected_statuses,
+            } => quickshake_upstream::HealthCheckKind::Http {
+                path: path.clone(),
+                host: host.clone(),
+                expected: expected_statuses.clone(),
+            },
+            HealthCheckKind::Tcp { send, receive } => quickshake_upstream::HealthCheckKind::Tcp {
+                send: send.clone(),
+                receive: receive.clone(),
+            },
+        },
+    }
+}
+
+fn outlier_spec(o: &OutlierDetection) -> OutlierSpec {
+    OutlierSpec {
+        consecutive_5xx: o.consecutive_5xx,
+        consecutive_gateway_failure: o.consecutive_gateway_failure,
+        enforcing_consecutive_5xx: o.enforcing_consecutive_5xx,
+        enforcing_consecutive_gateway_failure: o.enforcing_consecutive_gateway_failure,
+        interval: o.interval,
+        base_ejection_time: o.base_ejection_time,
+        max_ejection_time: o.max_ejection_time,
+        max_ejection_percent: o.max_ejection_percent,
+    }
+}

@@ -1,0 +1,37 @@
+//! `quickshake-http` owns Envoy's HTTP connection manager as quickshake runs it, on a stream
+//! it is handed: hyper serving HTTP/1.1 and HTTP/2 until done, idle or drained (`serve`), one
+//! request through the route table with direct responses and redirects (`request`), the
+//! per-chain runtime and its route table, installed inline or by RDS (`runtime`), the HTTP
+//! filters (health check, compressor: `filters`), forwarding to upstream clusters with retries
+//! and WebSocket upgrades (`proxy`, `upgrade`), and access logs (`access_log`, with its clock in
+//! `time`).
+//!
+//! Its policy is pure and testable without sockets: route and virtual-host selection
+//! (`routing`), Envoy's path normalization (`path_normalize`), header mutation
+//! (`header_mutation`), access-log formatting (`access_log::format`).
+//!
+//! It must not accept, bind or own sockets, run TLS handshakes or choose filter chains (that
+//! is `quickshake-listener`, `quickshake-server` and `quickshake-quic`), nor parse
+//! configuration (`quickshake-config`). HTTP/3 framing is `quickshake-quic`'s: it sends each
+//! request through [`handle_request`] as TCP connections do.
+#![forbid(unsafe_code)]
+
+mod access_log;
+mod body;
+mod error;
+mod filters;
+mod header_mutation;
+mod path_normalize;
+mod proxy;
+mod request;
+mod routing;
+mod runtime;
+mod serve;
+pub mod time;
+mod upgrade;
+
+pub use body::{Body, RequestBody};
+pub use error::HttpError;
+pub use request::handle_request;
+pub use runtime::{ConnInfo, HttpRuntime, HttpStats, RouteTable};
+pub use serve::serve_http;

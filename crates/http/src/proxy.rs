@@ -1,0 +1,379 @@
+//! Forwarding a request to an upstream cluster (Envoy's `route` action): path rewrite, the
+//! `x-forwarded-*` and `x-request-id` headers, per-try and whole-request timeouts, retries on
+//! Envoy's `retry_on` conditions, WebSocket upgrades, and Envoy's error responses (503 when no
+//! upstream is reachable, 504 on timeout).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, Uri};
+use http_body_util::BodyExt;
+use quickshake_config::{RetryPolicy, RouteTarget};
+use quickshake_upstream::{Cluster, UpstreamBody, UpstreamError};
+
+use crate::body::{error_response, Body, RequestBody};
+use crate::runtime::{ConnInfo, HttpRuntime};
+
+/// Largest request body buffered so a request can be retried; larger ones go once.
+const RETRY_BUFFER_LIMIT: usize = 64 * 1024;
+
+/// Hop-by-hop headers (RFC 9110 section 7.6.1) never forwarded.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authenticate",
+];
+
+/// What the access log learns from forwarding.
+#[derive(Default)]
+pub(crate) struct Forwarded {
+    pub upstream_host: Option<String>,
+    /// The local address of the upstream connection.
+    pub upstream_local_address: Option<String>,
+    /// `x-forwarded-for` and `x-request-id` as sent upstream (the access log shows these).
+    pub x_forwarded_for: Option<String>,
+    pub request_id: Option<String>,
+}
+
+/// Forward one request. `matched_prefix` is the route's prefix (for `prefix_rewrite`).
+pub(crate) async fn forward<B: RequestBody>(
+    req: Request<B>,
+    target: &RouteTarget,
+    matched_prefix: Option<&str>,
+    cluster: &Cluster,
+    rt: &Arc<HttpRuntime>,
+    conn: &Arc<ConnInfo>,
+) -> (Response<Body>, Forwarded) {
+    let started = Instant::now();
+    let (mut parts, body) = req.into_parts();
+    // The upstream connection's protocol is the cluster's: hyper's HTTP/1.1 client takes an
+    // HTTP/2 request's version as HTTP/1.1 but refuses HTTP/3's.
+    if parts.version == http::Version::HTTP_3 {
+        parts.version = http::Version::HTTP_11;
+    }
+    let upgrade = websocket_upgrade(&parts.headers, rt);
+    rewrite_path(&mut parts.uri, target, matched_prefix);
+    prepare_headers(&mut parts.headers, rt, conn, upgrade);
+    let header = |n: &str| {
+        parts
+            .headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let mut fwd = Forwarded {
+        upstream_host: None,
+        upstream_local_address: None,
+        x_forwarded_for: header("x-forwarded-for"),
+        request_id: header("x-request-id"),
+    };
+    if upgrade {
+        return (
+            crate::upgrade::forward_upgrade(parts, body, cluster).await,
+            fwd,
+        );
+    }
+    // Buffer a small body so it can be sent again; a larger one is forwarded once, as Envoy
+    // does (its retries are then off).
+    let policy = target.retry_policy.as_ref();
+    let (buffered, mut streaming) = match policy {
+        Some(_) => match buffer_for_retry(body).await {
+            Ok(replay) => (Some(replay), None),
+            Err(Ok(once)) => (None, Some(once)),
+            Err(Err(())) => return (error_response(400, "request body could not be read"), fwd),
+        },
+        None => (None, Some(body.boxed())),
+    };
+    let tries = if buffered.is_none() {
+        1
+    } else {
+        1 + policy.map_or(0, |p| p.num_retries)
+    };
+    let deadline = target.timeout.map(|t| started + t);
+    let mut last = error_response(503, "no healthy upstream");
+    for attempt in 0..tries {
+        if attempt > 0 {
+            cluster.stats().rq_retry.inc();
+        }
+        let body = match (&buffered, streaming.take()) {
+            (Some(b), _) => b.body(),
+            (None, Some(s)) => s,
+            (None, None) => break,
+        };
+        let req = Request::from_parts(parts.clone(), body);
+        let per_try = policy.and_then(|p| p.per_try_timeout);
+        let budget = match (
+            deadline.map(|d| d.saturating_duration_since(Instant::now())),
+            per_try,
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let outcome = match budget {
+            Some(t) => tokio::time::timeout(t, cluster.send(req))
+                .await
+                .map_err(|_| ()),
+            None => Ok(cluster.send(req).await),
+        };
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(()) => {
+                cluster.stats().rq_timeout.inc();
+                last = error_response(504, "upstream request timeout");
+                let whole_expired = deadline.is_some_and(|d| Instant::now() >= d);
+                if whole_expired || !retries_on(policy, "reset") || retry_permit(cluster).is_none()
+                {
+                    return (last, fwd);
+                }
+                continue;
+            }
+        };
+        match outcome {
+            Ok(resp) if retriable_status(policy, resp.status().as_u16()) && attempt + 1 < tries => {
+                last = finish(resp, started);
+            }
+            Ok(resp) => {
+                fwd.upstream_host = resp
+                    .extensions()
+                    .get::<quickshake_upstream::UpstreamHost>()
+                    .map(|h| h.0.to_string());
+                fwd.upstream_local_address = resp
+                    .extensions()
+                    .get::<quickshake_upstream::UpstreamLocalAddress>()
+                    .map(|l| l.0.to_string());
+                return (finish(resp, started), fwd);
+            }
+            Err(e) => {
+                last = upstream_error_response(&e);
+                if !retriable_error(policy, &e)
+                    || attempt + 1 >= tries
+                    || retry_permit(cluster).is_none()
+                {
+                    return (last, fwd);
+                }
+            }
+        }
+    }
+    (last, fwd)
+}
+
+/// A `max_retries` circuit-breaker slot for one retry (Envoy counts overflows and stops).
+fn retry_permit(cluster: &Cluster) -> Option<quickshake_upstream::Permit> {
+    cluster.try_retry().ok()
+}
+
+fn retries_on(policy: Option<&RetryPolicy>, cond: &str) -> bool {
+    policy.is_some_and(|p| p.retry_on.iter().any(|r| r == cond))
+}
+
+fn retriable_status(policy: Option<&RetryPolicy>, status: u16) -> bool {
+    let Some(p) = policy else { return false };
+    p.retry_on.iter().any(|r| match r.as_str() {
+        "5xx" => status >= 500,
+        "gateway-error" => matches!(status, 502..=504),
+        "retriable-status-codes" => p.retriable_status_codes.contains(&status),
+        _ => false,
+    })
+}
+
+fn retriable_error(policy: Option<&RetryPolicy>, e: &UpstreamError) -> bool {
+    let Some(p) = policy else { return false };
+    p.retry_on.iter().any(|r| match r.as_str() {
+        "5xx" | "gateway-error" | "connect-failure" => e.is_retriable_connect_failure(),
+        "reset" => e.is_reset(),
+        _ => false,
+    })
+}
+
+/// Envoy's error responses, with its body texts.
+fn upstream_error_response(e: &UpstreamError) -> Response<Body> {
+    match e {
+        UpstreamError::Overflow(_) => {
+            let mut r = error_response(503, "upstream connect error or disconnect/reset before headers. reset reason: overflow");
+            r.headers_mut().insert("x-envoy-overloaded", HeaderValue::from_static("true"));
+            r
+        }
+        UpstreamError::NoHealthyEndpoint => error_response(503, "no healthy upstream"),
+        e if e.is_retriable_connect_failure() => error_response(
+            503,
+            "upstream connect error or disconnect/reset before headers. reset reason: connection failure",
+        ),
+        _ => error_response(503, "upstream connect error or disconnect/reset before headers. reset reason: connection termination"),
+    }
+}
+
+fn finish(resp: Response<UpstreamBody>, started: Instant) -> Response<Body> {
+    let (mut parts, body) = resp.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    let ms = started.elapsed().as_millis().to_string();
+    if let Ok(v) = HeaderValue::from_str(&ms) {
+        parts
+            .headers
+            .insert(HeaderName::from_static("x-envoy-upstream-service-time"), v);
+    }
+    Response::from_parts(parts, body.boxed())
+}
+
+fn websocket_upgrade(h: &HeaderMap, rt: &HttpRuntime) -> bool {
+    rt.upgrade_types
+        .iter()
+        .any(|t| t.eq_ignore_ascii_case("websocket"))
+        && h.get(header::UPGRADE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+fn rewrite_path(uri: &mut Uri, target: &RouteTarget, matched_prefix: Option<&str>) {
+    let (Some(rewrite), Some(prefix)) = (&target.prefix_rewrite, matched_prefix) else {
+        return;
+    };
+    let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let Some(rest) = pq.strip_prefix(prefix) else {
+        return;
+    };
+    let new = format!("{rewrite}{rest}");
+    if let Ok(p) = new.parse::<http::uri::PathAndQuery>() {
+        let mut parts = std::mem::take(uri).into_parts();
+        parts.path_and_query = Some(p);
+        if let Ok(u) = Uri::from_parts(parts) {
+            *uri = u;
+        }
+    }
+}
+
+fn strip_hop_by_hop(h: &mut HeaderMap) {
+    // `te: trailers` is the one TE value that crosses a proxy (gRPC servers require it).
+    let te_trailers = h
+        .get(header::TE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|t| t.trim().eq_ignore_ascii_case("trailers"))
+        });
+    let listed: Vec<String> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()))
+        .collect();
+    for name in HOP_BY_HOP.iter().map(|s| s.to_string()).chain(listed) {
+        h.remove(name.as_str());
+    }
+    if te_trailers {
+        h.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+}
+
+/// A request body kept to be sent again on a retry: its data and trailers.
+struct Replay {
+    data: Bytes,
+    trailers: Option<HeaderMap>,
+}
+
+impl Replay {
+    fn body(&self) -> Body {
+        let mut frames = vec![hyper::body::Frame::data(self.data.clone())];
+        if let Some(t) = &self.trailers {
+            frames.push(hyper::body::Frame::trailers(t.clone()));
+        }
+        let stream = futures_util::stream::iter(frames.into_iter().map(Ok::<_, hyper::Error>));
+        http_body_util::StreamBody::new(stream).boxed()
+    }
+}
+
+/// Read the body up to `RETRY_BUFFER_LIMIT`: `Ok` when it fits (replayable); `Err(Ok(body))`
+/// with the bytes read so far chained in front of the rest when it does not; `Err(Err(()))`
+/// when reading failed.
+async fn buffer_for_retry<B: RequestBody>(mut body: B) -> Result<Replay, Result<Body, ()>> {
+    let mut data = bytes::BytesMut::new();
+    let mut trailers = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| Err(()))?;
+        match frame.into_data() {
+            Ok(d) => {
+                data.extend_from_slice(&d);
+                if data.len() > RETRY_BUFFER_LIMIT {
+                    let head = futures_util::stream::iter([Ok::<_, hyper::Error>(
+                        hyper::body::Frame::data(data.freeze()),
+                    )]);
+                    let rest = http_body_util::BodyStream::new(body);
+                    let chained = futures_util::StreamExt::chain(head, rest);
+                    return Err(Ok(http_body_util::StreamBody::new(chained).boxed()));
+                }
+            }
+            Err(frame) => trailers = frame.into_trailers().ok(),
+        }
+    }
+    Ok(Replay {
+        data: data.freeze(),
+        trailers,
+    })
+}
+
+/// Envoy's request headers: `x-forwarded-proto`, `x-forwarded-for` (appended with the peer when
+/// `use_remote_address`), `x-request-id` (generated when absent).
+fn prepare_headers(h: &mut HeaderMap, rt: &HttpRuntime, conn: &ConnInfo, upgrade: bool) {
+    let (upgrade_hdr, conn_hdr) = (
+        h.get(header::UPGRADE).cloned(),
+        h.get(header::CONNECTION).cloned(),
+    );
+    strip_hop_by_hop(h);
+    if upgrade {
+        if let (Some(u), Some(c)) = (upgrade_hdr, conn_hdr) {
+            h.insert(header::UPGRADE, u);
+            h.insert(header::CONNECTION, c);
+        }
+    }
+    let proto = if conn.tls_version.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    h.insert(
+        HeaderName::from_static("x-forwarded-proto"),
+        HeaderValue::from_static(proto),
+    );
+    if rt.use_remote_address {
+        let client = conn.client_ip();
+        let xff = match h.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+            Some(prev) if !prev.is_empty() => format!("{prev}, {client}"),
+            _ => client,
+        };
+        if let Ok(v) = HeaderValue::from_str(&xff) {
+            h.insert(HeaderName::from_static("x-forwarded-for"), v);
+        }
+    }
+    if rt.generate_request_id && !h.contains_key("x-request-id") {
+        if let Ok(v) = HeaderValue::from_str(&request_id()) {
+            h.insert(HeaderName::from_static("x-request-id"), v);
+        }
+    }
+}
+
+/// A random UUID v4 string (BoringSSL's RNG).
+fn request_id() -> String {
+    let mut b = [0u8; 16];
+    if boring::rand::rand_bytes(&mut b).is_err() {
+        let t =
+            Instant::now().elapsed().as_nanos() as u64 ^ Duration::from_secs(1).as_nanos() as u64;
+        b[..8].copy_from_slice(&t.to_le_bytes());
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        h[0..4].concat(),
+        h[4..6].concat(),
+        h[6..8].concat(),
+        h[8..10].concat(),
+        h[10..16].concat()
+    )
+}

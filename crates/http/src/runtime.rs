@@ -1,0 +1,271 @@
+//! One filter chain's HTTP connection manager as it runs (route table, codec, timeouts, stats,
+//! access loggers, HTTP filters, path normalization, the clusters its routes name) and the
+//! per-connection facts requests need. A leaf of the HTTP path: the request handler, the
+//! forwarder and the connection (TCP's and QUIC's) read it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use http::HeaderValue;
+use quickshake_config::{
+    CodecType, HttpConnectionManager, HttpFilter, PathNormalization, RouteAction, RouteConfig,
+    RouteSource,
+};
+use quickshake_stats::{Counter, Gauge, Histogram, Store};
+
+use crate::access_log::AccessLogger;
+use crate::error::HttpError;
+
+/// Envoy's `http.<stat_prefix>.*` statistics.
+pub struct HttpStats {
+    pub downstream_rq_total: Counter,
+    pub downstream_rq_completed: Counter,
+    pub downstream_rq_xx: [Counter; 5],
+    pub downstream_rq_http1_total: Counter,
+    pub downstream_rq_http2_total: Counter,
+    pub downstream_rq_http3_total: Counter,
+    pub downstream_rq_time: Histogram,
+    pub downstream_cx_total: Counter,
+    pub downstream_cx_ssl_total: Counter,
+    pub downstream_cx_http1_total: Counter,
+    pub downstream_cx_http2_total: Counter,
+    pub downstream_cx_http3_total: Counter,
+    pub downstream_cx_active: Gauge,
+    pub downstream_cx_destroy: Counter,
+    pub downstream_cx_idle_timeout: Counter,
+    pub downstream_cx_protocol_error: Counter,
+    pub no_route: Counter,
+    /// Routes whose cluster does not exist (Envoy's router `no_cluster`; 503 `NC`).
+    pub no_cluster: Counter,
+    pub rq_redirect: Counter,
+    pub rq_direct_response: Counter,
+    pub downstream_rq_failed_path_normalization: Counter,
+    pub downstream_rq_redirected_with_normalized_path: Counter,
+}
+
+impl HttpStats {
+    pub fn new(store: &Store, prefix: &str) -> Self {
+        let c = |n: &str| store.counter(&format!("http.{prefix}.{n}"));
+        HttpStats {
+            downstream_rq_total: c("downstream_rq_total"),
+            downstream_rq_completed: c("downstream_rq_completed"),
+            downstream_rq_xx: [
+                c("downstream_rq_1xx"),
+                c("downstream_rq_2xx"),
+                c("downstream_rq_3xx"),
+                c("downstream_rq_4xx"),
+                c("downstream_rq_5xx"),
+            ],
+            downstream_rq_http1_total: c("downstream_rq_http1_total"),
+            downstream_rq_http2_total: c("downstream_rq_http2_total"),
+            downstream_rq_http3_total: c("downstream_rq_http3_total"),
+            downstream_rq_time: store.histogram(
+                &format!("http.{prefix}.downstream_rq_time"),
+                quickshake_stats::DEFAULT_BUCKETS,
+            ),
+            downstream_cx_total: c("downstream_cx_total"),
+            downstream_cx_ssl_total: c("downstream_cx_ssl_total"),
+            downstream_cx_http1_total: c("downstream_cx_http1_total"),
+            downstream_cx_http2_total: c("downstream_cx_http2_total"),
+            downstream_cx_http3_total: c("downstream_cx_http3_total"),
+            downstream_cx_active: store.gauge(&format!("http.{prefix}.downstream_cx_active")),
+            downstream_cx_destroy: c("downstream_cx_destroy"),
+            downstream_cx_idle_timeout: c("downstream_cx_idle_timeout"),
+            downstream_cx_protocol_error: c("downstream_cx_protocol_error"),
+            no_route: c("no_route"),
+            no_cluster: c("no_cluster"),
+            rq_redirect: c("rq_redirect"),
+            rq_direct_response: c("rq_direct_response"),
+            downstream_rq_failed_path_normalization: c("downstream_rq_failed_path_normalization"),
+            downstream_rq_redirected_with_normalized_path: c(
+                "downstream_rq_redirected_with_normalized_path",
+            ),
+        }
+    }
+}
+
+/// A route configuration with the clusters its routes name that exist (a route naming one
+/// that does not answers 503 `NC`).
+pub struct RouteTable {
+    pub config: RouteConfig,
+    pub clusters: HashMap<String, quickshake_upstream::Cluster>,
+}
+
+impl RouteTable {
+    /// The table for `config`: the clusters its routes name, looked up in `clusters`. With
+    /// `validate_clusters`, a missing one is an error naming `field`.
+    pub fn build(
+        config: RouteConfig,
+        clusters: &quickshake_upstream::ClusterManager,
+        field: &str,
+    ) -> Result<Self, HttpError> {
+        let mut named = HashMap::new();
+        for vh in &config.virtual_hosts {
+            for r in &vh.routes {
+                if let RouteAction::Route(t) = &r.action {
+                    match clusters.cluster(&t.cluster) {
+                        Some(c) => {
+                            named.insert(t.cluster.clone(), c);
+                        }
+                        None if config.validate_clusters => {
+                            return Err(HttpError::Invalid {
+                                field: field.to_owned(),
+                                reason: format!("unknown cluster '{}'", t.cluster),
+                            })
+                        }
+                        None => {}
+                    }
+                }
+            }
+        }
+        Ok(RouteTable {
+            config,
+            clusters: named,
+        })
+    }
+}
+
+/// One filter chain's HTTP connection manager, shared by all its connections.
+pub struct HttpRuntime {
+    pub codec: CodecType,
+    /// The route table: the inline `route_config`, or (RDS) empty until
+    /// [`HttpRuntime::set_routes`] installs what xDS delivered.
+    pub routes: ArcSwap<RouteTable>,
+    /// `rds.route_config_name` when the routes come by RDS.
+    pub rds_route_config_name: Option<String>,
+    /// `http_filters[]` before the router.
+    pub http_filters: Vec<HttpFilter>,
+    pub path_normalization: PathNormalization,
+    /// `server.health_check_failed` (admin `/healthcheck/fail`), for the health-check filter.
+    pub health_check_failed: Gauge,
+    pub idle_timeout: Duration,
+    pub max_request_headers_bytes: usize,
+    pub server_name: HeaderValue,
+    pub stats: HttpStats,
+    pub loggers: Vec<AccessLogger>,
+    /// `upgrade_configs[].upgrade_type` (e.g. `websocket`).
+    pub upgrade_types: Vec<String>,
+    pub use_remote_address: bool,
+    pub generate_request_id: bool,
+}
+
+/// Envoy's default `common_http_protocol_options.idle_timeout`: one hour.
+pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+impl HttpRuntime {
+    pub fn build(
+        cfg: &HttpConnectionManager,
+        store: &Store,
+        clusters: &quickshake_upstream::ClusterManager,
+    ) -> Result<Self, HttpError> {
+        let (table, rds_route_config_name) = match &cfg.routes {
+            RouteSource::Static(rc) => (
+                RouteTable::build(rc.clone(), clusters, &format!("{}.route_config", cfg.path))?,
+                None,
+            ),
+            RouteSource::Rds {
+                route_config_name, ..
+            } => (
+                RouteTable {
+                    config: RouteConfig::default(),
+                    clusters: HashMap::new(),
+                },
+                Some(route_config_name.clone()),
+            ),
+        };
+        let loggers = cfg
+            .access_logs
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                AccessLogger::open(l).map_err(|e| HttpError::Invalid {
+                    field: format!("{}.access_log[{i}]", cfg.path),
+                    reason: format!("cannot open: {e}"),
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let server_name = cfg.server_name.as_deref().unwrap_or("quickshake");
+        Ok(HttpRuntime {
+            codec: cfg.codec_type,
+            routes: ArcSwap::from_pointee(table),
+            rds_route_config_name,
+            http_filters: cfg.http_filters.clone(),
+            path_normalization: cfg.path_normalization,
+            health_check_failed: store.gauge("server.health_check_failed"),
+            idle_timeout: cfg.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT),
+            max_request_headers_bytes: cfg.max_request_headers_kb as usize * 1024,
+            server_name: HeaderValue::from_str(server_name).map_err(|_| HttpError::Invalid {
+                field: format!("{}.server_name", cfg.path),
+                reason: "not a valid header value".into(),
+            })?,
+            stats: HttpStats::new(store, &cfg.stat_prefix),
+            loggers,
+            upgrade_types: cfg.upgrade_types.clone(),
+            use_remote_address: cfg.use_remote_address,
+            generate_request_id: cfg.generate_request_id,
+        })
+    }
+}
+
+impl HttpRuntime {
+    /// Installs a new route table (an RDS update); requests already routed keep the old one.
+    pub fn set_routes(&self, table: RouteTable) {
+        self.routes.store(Arc::new(table));
+    }
+}
+
+/// Per-connection facts the request handler needs, and the activity the idle timer watches.
+pub struct ConnInfo {
+    pub started: Instant,
+    /// The client: the socket's peer, or the source a PROXY protocol header gave.
+    pub peer: String,
+    pub local: String,
+    pub sni: Option<String>,
+    pub tls_version: Option<String>,
+    pub active_requests: AtomicUsize,
+    /// Milliseconds since `started` of the last request start or end.
+    pub last_activity_ms: AtomicU64,
+}
+
+impl ConnInfo {
+    /// A connection's facts as it starts serving (no request yet).
+    pub fn new(
+        peer: std::net::SocketAddr,
+        local: String,
+        sni: Option<String>,
+        tls_version: Option<String>,
+    ) -> Arc<Self> {
+        Arc::new(ConnInfo {
+            started: Instant::now(),
+            peer: peer.to_string(),
+            local,
+            sni,
+            tls_version,
+            active_requests: Default::default(),
+            last_activity_ms: Default::default(),
+        })
+    }
+
+    /// The client's IP address (without port), for `x-forwarded-for`.
+    pub fn client_ip(&self) -> String {
+        self.peer
+            .parse::<std::net::SocketAddr>()
+            .map(|a| a.ip().to_string())
+            .unwrap_or_else(|_| self.peer.clone())
+    }
+
+    pub fn touch(&self) {
+        let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_activity_ms.store(ms, Ordering::Relaxed);
+    }
+    pub fn idle_for(&self) -> Option<Duration> {
+        if self.active_requests.load(Ordering::Relaxed) > 0 {
+            return None;
+        }
+        let last = Duration::from_millis(self.last_activity_ms.load(Ordering::Relaxed));
+        Some(self.started.elapsed().saturating_sub(last))
+    }
+}

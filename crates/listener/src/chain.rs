@@ -1,0 +1,114 @@
+//! Filter chains as TCP and QUIC listeners both run them: what one holds (its TLS context,
+//! handshake timeout, rate limits and network filter: the HTTP connection manager or
+//! `tcp_proxy`), how one is built from the configuration, and which one serves an SNI.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use quickshake_config::{FilterChain, NetworkFilter};
+use quickshake_http::HttpRuntime;
+use quickshake_keyprovider::Providers;
+use quickshake_stats::Store;
+use quickshake_tls::client_hello::match_rank;
+use quickshake_tls::{build_chain_tls, ChainTls, OcspStats};
+use quickshake_upstream::ClusterManager;
+
+use crate::admission::ChainRateLimits;
+use crate::error::ServerError;
+use crate::tcp_proxy::TcpProxyRuntime;
+use crate::token_bucket::BucketRegistry;
+
+/// Handshake timeout used when `transport_socket_connect_timeout` is not set. Envoy has none by
+/// default; a gateway on the internet edge should not hold a socket forever for a silent client.
+pub(crate) const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a filter chain does with the bytes after the handshake.
+pub enum Network {
+    Http(Arc<HttpRuntime>),
+    TcpProxy(Arc<TcpProxyRuntime>),
+}
+
+/// One filter chain as the data path uses it.
+pub struct ChainRuntime {
+    pub server_names: Vec<String>,
+    pub tls: Option<Arc<ChainTls>>,
+    pub handshake_timeout: Duration,
+    /// `envoy.filters.network.local_ratelimit` filters before the terminal one.
+    pub rate_limits: ChainRateLimits,
+    pub network: Network,
+}
+
+/// The chain for an SNI: a chain naming it, else the chain without names.
+pub fn select_chain(chains: &[Arc<ChainRuntime>], sni: Option<&str>) -> Option<Arc<ChainRuntime>> {
+    // The most specific name wins (exact, then the longest wildcard suffix), as in Envoy.
+    let by_name = sni.and_then(|name| {
+        chains
+            .iter()
+            .filter_map(|c| {
+                c.server_names
+                    .iter()
+                    .filter_map(|p| match_rank(p, name))
+                    .max()
+                    .map(|r| (r, c))
+            })
+            .max_by_key(|(r, _)| *r)
+            .map(|(_, c)| c)
+    });
+    by_name
+        .or_else(|| chains.iter().find(|c| c.server_names.is_empty()))
+        .cloned()
+}
+
+/// One filter chain of the listener whose stats scope is `scope` and whose rate limit filters'
+/// buckets are `buckets`; certificates are loaded here.
+pub(crate) fn build_chain(
+    fc: &FilterChain,
+    store: &Store,
+    providers: &Providers,
+    clusters: &ClusterManager,
+    scope: &str,
+    buckets: &BucketRegistry,
+) -> Result<ChainRuntime, ServerError> {
+    let tls = match &fc.tls {
+        Some(t) => Some(Arc::new(build_chain_tls(
+            t,
+            &fc.server_names,
+            providers,
+            scope,
+            &OcspStats::new(store, scope),
+        )?)),
+        None => None,
+    };
+    Ok(ChainRuntime {
+        server_names: fc
+            .server_names
+            .iter()
+            .map(|s| s.to_ascii_lowercase())
+            .collect(),
+        tls,
+        handshake_timeout: fc
+            .transport_socket_connect_timeout
+            .unwrap_or(DEFAULT_HANDSHAKE_TIMEOUT),
+        rate_limits: ChainRateLimits::build(&fc.rate_limits, store, buckets),
+        network: match &fc.network {
+            NetworkFilter::Http(hcm) => {
+                Network::Http(Arc::new(HttpRuntime::build(hcm, store, clusters)?))
+            }
+            NetworkFilter::TcpProxy(tp) => {
+                let cluster =
+                    clusters
+                        .cluster(&tp.cluster)
+                        .ok_or_else(|| ServerError::Invalid {
+                            field: format!("{}.cluster", tp.path),
+                            reason: format!("unknown cluster '{}'", tp.cluster),
+                        })?;
+                Network::TcpProxy(Arc::new(TcpProxyRuntime::new(
+                    &tp.stat_prefix,
+                    cluster,
+                    tp.idle_timeout,
+                    store,
+                )))
+            }
+        },
+    })
+}
