@@ -27,7 +27,7 @@ use quickshake_server::{ListenerStop, Workers};
 use quickshake_stats::Store;
 use quickshake_upstream::{ClusterManager, UpstreamError};
 use quickshake_xds::assemble::{assemble, Assembled};
-use quickshake_xds::{Resources, Sink};
+use quickshake_xds::{Resources, Sink, SinkError};
 
 use crate::clusters;
 
@@ -348,10 +348,9 @@ impl DynamicConfig {
 }
 
 impl Sink for DynamicConfig {
-    /// The xDS client's `Sink` carries the NACK's `error_detail` as text.
-    fn apply(&mut self, resources: &Resources) -> Result<(), String> {
+    fn apply(&mut self, resources: &Resources) -> Result<(), SinkError> {
         let a = assemble(&self.boot, resources)?;
-        self.apply_assembled(&a).map_err(|e| e.to_string())
+        Ok(self.apply_assembled(&a)?)
     }
 
     fn warming(&self) -> bool {

@@ -384,14 +384,7 @@ fn parse_response(buf: &[u8]) -> Option<(u16, String)> {
     let text = std::str::from_utf8(buf).ok()?;
     let (head, body) = text.split_once("\r\n\r\n")?;
     let status = head.split(' ').nth(1)?.parse().ok()?;
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
+    let len = quickshake_test_support::http::content_length(head);
     (body.len() >= len).then(|| (status, body[..len].to_string()))
 }
 

@@ -82,6 +82,17 @@ pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
 
 /// One HTTP/1.1 response read byte-exactly (so pipelined responses stay apart): status and
 /// head, the Content-Length body consumed; `None` at EOF or error before a full response.
+/// The `content-length` of a request or response head (0 when absent or unreadable).
+pub fn content_length(head: &str) -> usize {
+    head.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0)
+}
+
 pub fn read_http1_response(s: &mut impl Read) -> Option<(u16, String)> {
     let mut buf = Vec::new();
     let mut byte = [0u8; 1];
@@ -93,14 +104,7 @@ pub fn read_http1_response(s: &mut impl Read) -> Option<(u16, String)> {
     }
     let head = String::from_utf8_lossy(&buf).to_string();
     let code = head.split_whitespace().nth(1)?.parse().ok()?;
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
+    let len = content_length(&head);
     let mut body = vec![0u8; len];
     s.read_exact(&mut body).ok()?;
     Some((code, head))

@@ -83,12 +83,6 @@ pub enum NackReason {
 }
 
 /// The NACK's text, for sinks that answer with a message.
-impl From<Nack> for String {
-    fn from(n: Nack) -> String {
-        n.to_string()
-    }
-}
-
 /// A NACK of `kind` resource `name`.
 fn nack(kind: Kind, name: &str, reason: impl Into<NackReason>) -> Nack {
     Nack {

@@ -32,7 +32,7 @@ use quickshake_stats::Store;
 
 pub use kind::Kind;
 pub use options::{ResolveError, Resolver, Sink, XdsEndpoint, XdsOptions};
-pub use state::{Entry, Resources};
+pub use state::{Entry, Resources, SinkError};
 pub use stats::{KindStats, XdsStats};
 
 /// A running client: the accepted resources, for `/config_dump`.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use quickshake_config::{ApiConfigSource, Node};
 
-use crate::state::Resources;
+use crate::state::{Resources, SinkError};
 
 /// Where an xDS cluster's one endpoint is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,7 +21,7 @@ pub enum XdsEndpoint {
 /// the update in, and says whether it serves; an `Err` is sent back to the control plane as
 /// the NACK's message, so it names the resource and the field path.
 pub trait Sink: Send {
-    fn apply(&mut self, resources: &Resources) -> Result<(), String>;
+    fn apply(&mut self, resources: &Resources) -> Result<(), SinkError>;
 
     /// Whether a listener is waiting for a route configuration or secret (the client then
     /// applies the same resources again each second, so a listener whose wait passed its

@@ -20,6 +20,10 @@ use serde_json::Value;
 use crate::bridge;
 use crate::kind::Kind;
 
+/// Why the caller's `apply` (the data path's `Sink`) refused a candidate set: its `Display`
+/// (the whole source chain's text is the sink's to include) is the NACK's `error_detail`.
+pub type SinkError = Box<dyn std::error::Error + Send + Sync>;
+
 /// One accepted resource.
 #[derive(Debug, Clone)]
 pub struct Entry {
@@ -173,7 +177,7 @@ impl Stream {
         &mut self,
         resp: Incoming,
         resources: &mut Resources,
-        apply: &mut dyn FnMut(&Resources) -> Result<(), String>,
+        apply: &mut dyn FnMut(&Resources) -> Result<(), SinkError>,
     ) -> (Vec<Outgoing>, Verdict) {
         let kind = Kind::from_type_url(&resp.type_url).filter(|k| self.types.contains_key(k));
         let Some(kind) = kind else {
@@ -194,7 +198,7 @@ impl Stream {
         };
         let result = candidate(kind, &resp, resources, self.delta)
             .map_err(|e| e.to_string())
-            .and_then(|c| apply(&c).map(|()| c));
+            .and_then(|c| apply(&c).map(|()| c).map_err(|e| e.to_string()));
         let t = self.types.entry(kind).or_default();
         let mut ack = Outgoing {
             kind: Some(kind),

@@ -268,14 +268,7 @@ fn read_response(s: &mut impl Read) -> Option<u16> {
         buf.extend_from_slice(&chunk[..n]);
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&buf[..end]).to_string();
-            let len: usize = head
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse().ok())?
-                })
-                .unwrap_or(0);
+            let len = content_length(&head);
             while buf.len() < end + 4 + len {
                 let n = s.read(&mut chunk).ok()?;
                 if n == 0 {
