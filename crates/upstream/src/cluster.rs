@@ -215,9 +215,11 @@ impl Cluster {
     /// Sends one request to an endpoint chosen by the load balancer, over a
     /// pooled connection of this worker (opened if needed).
     ///
-    /// The caller sets `Host`; an origin-form URI is sent as is on HTTP/1.1,
-    /// and completed with the cluster's scheme and `Host` (as `:authority`) on
-    /// HTTP/2. Charges `upstream_rq_total`, `upstream_rq_<code>` and
+    /// The request may come in any downstream form (origin-form with `Host`,
+    /// or a URI with an authority from HTTP/2, HTTP/3 or an absolute-form
+    /// target): HTTP/1.1 sends origin-form with `Host` from the authority
+    /// ([`crate::to_h1_form`]); HTTP/2 keeps a URI's `:scheme`/`:authority` and
+    /// completes an origin-form one with the cluster's scheme and `Host`. Charges `upstream_rq_total`, `upstream_rq_<code>` and
     /// `upstream_rq_<N>xx` for the response (do not charge those again), and
     /// `upstream_rq_time` when the returned body ends. A stale pooled HTTP/1.1
     /// connection that never took the request is skipped transparently; every

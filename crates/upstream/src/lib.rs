@@ -28,7 +28,8 @@
 //!
 //! Modules: `cluster` ([`ClusterManager`], [`Cluster`]), `shared` (the state
 //! a cluster's handles share), `request` (the request path and
-//! [`UpstreamBody`]), `pool` (per-worker connection pools), `connect`
+//! [`UpstreamBody`]), `form` (the request target each upstream protocol needs: HTTP/1.1
+//! origin-form with `Host` from the authority, [`to_h1_form`]; HTTP/2 `:scheme`/`:authority`), `pool` (per-worker connection pools), `connect`
 //! ([`UpstreamStream`]), `hosts` (discovery and load balancing), `health`, `health_check`,
 //! `outlier`, `breaker`, `stats`, `spec` and `error`.
 #![forbid(unsafe_code)]
@@ -37,6 +38,7 @@ mod breaker;
 mod cluster;
 mod connect;
 mod error;
+mod form;
 mod health;
 mod health_check;
 mod hosts;
@@ -51,6 +53,7 @@ pub use breaker::Permit;
 pub use cluster::{Cluster, ClusterManager};
 pub use connect::UpstreamStream;
 pub use error::{OverflowKind, UpstreamError};
+pub use form::to_h1_form;
 pub use health::HostStatus;
 pub use pool::RequestBody;
 pub use request::{UpstreamBody, UpstreamHost, UpstreamLocalAddress};

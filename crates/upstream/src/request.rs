@@ -6,7 +6,6 @@
 //! been read to its end (a body dropped early closes the connection). HTTP/2:
 //! the endpoint's shared connection, replaced when it closes.
 
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -14,8 +13,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::uri::{Authority, PathAndQuery, Scheme};
-use http::{Method, Request, Response, Uri};
+use http::{Request, Response};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -23,6 +21,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use crate::breaker::Permit;
 use crate::connect::UpstreamStream;
 use crate::error::{OverflowKind, UpstreamError};
+use crate::form::{to_h1_form, to_h2_form};
 use crate::hosts::Host;
 use crate::pool::{Endpoint, Pooled, RequestBody, H1, H2};
 use crate::shared::Shared;
@@ -140,6 +139,7 @@ pub(crate) async fn send(
     let mut local = None;
     let resp = match sh.protocol {
         Protocol::Http1 => {
+            to_h1_form(&mut req, addr)?;
             let got = match send_on_idle(&ep, req, &mut guard).await? {
                 Reuse::Sent(resp, s) => {
                     local = s.1;
@@ -273,32 +273,6 @@ async fn h2_sender(
     Ok((s, local))
 }
 
-/// HTTP/2 needs `:scheme` and `:authority`: an origin-form URI gets the
-/// cluster's scheme and the `Host` header (which is then dropped) or the
-/// endpoint address as authority.
-fn to_h2_form<B>(req: &mut Request<B>, tls: bool, addr: SocketAddr) -> Result<(), UpstreamError> {
-    let uri = req.uri();
-    if uri.authority().is_some() && (uri.scheme().is_some() || req.method() == Method::CONNECT) {
-        return Ok(());
-    }
-    let authority = match req.headers().get(http::header::HOST) {
-        Some(h) => Authority::try_from(h.as_bytes())
-            .map_err(|e| UpstreamError::InvalidRequest(format!("Host header: {e}")))?,
-        None => Authority::try_from(addr.to_string().as_str())
-            .map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?,
-    };
-    let mut parts = uri.clone().into_parts();
-    parts.scheme = Some(if tls { Scheme::HTTPS } else { Scheme::HTTP });
-    parts.authority = Some(authority);
-    if parts.path_and_query.is_none() {
-        parts.path_and_query = Some(PathAndQuery::from_static("/"));
-    }
-    *req.uri_mut() =
-        Uri::from_parts(parts).map_err(|e| UpstreamError::InvalidRequest(e.to_string()))?;
-    req.headers_mut().remove(http::header::HOST);
-    Ok(())
-}
-
 /// The response body [`crate::Cluster::send`] returns: hyper's `Incoming`,
 /// plus the bookkeeping that ends with it — the request stays counted in
 /// `upstream_rq_active` (and against `max_requests`, and in least-request
@@ -366,26 +340,5 @@ impl Drop for UpstreamBody {
     fn drop(&mut self) {
         let complete = self.inner.is_end_stream();
         self.finish(complete);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn h2_form_uses_host() {
-        let addr: SocketAddr = "127.0.0.1:8080".parse().expect("addr");
-        let mut r = Request::builder()
-            .uri("/a?b=c")
-            .header("host", "example.com:81")
-            .body(())
-            .expect("req");
-        to_h2_form(&mut r, true, addr).expect("ok");
-        assert_eq!(r.uri().to_string(), "https://example.com:81/a?b=c");
-        assert!(r.headers().get("host").is_none());
-        let mut r = Request::builder().uri("/").body(()).expect("req");
-        to_h2_form(&mut r, false, addr).expect("ok");
-        assert_eq!(r.uri().to_string(), "http://127.0.0.1:8080/");
     }
 }

@@ -38,6 +38,7 @@ mod provider_pkcs11;
 mod provider_seed;
 mod proxy_grpc_ws;
 mod proxy_http;
+mod proxy_origin_form;
 mod proxy_tcp;
 mod reliability_faults;
 mod reliability_hostile;

@@ -166,10 +166,10 @@ fn ws_gateway(up: &Upstream, upgrades: bool) -> Gateway {
     Gateway::start(&cfg, ARGS)
 }
 
-type Tls = boring::ssl::SslStream<TcpStream>;
+pub(crate) type Tls = boring::ssl::SslStream<TcpStream>;
 
 /// A TLS connection with ALPN http/1.1 (WebSocket over HTTP/1.1).
-fn tls_connect(port: u16) -> Tls {
+pub(crate) fn tls_connect(port: u16) -> Tls {
     let mut b = SslConnector::builder(SslMethod::tls()).expect("connector");
     b.set_ca_file(cert("rsa2048.cert.pem")).expect("CA");
     b.set_verify(SslVerifyMode::PEER);
@@ -183,7 +183,7 @@ fn tls_connect(port: u16) -> Tls {
 }
 
 /// Read up to the end of the response head; the head and any bytes after it.
-fn read_head(tls: &mut Tls) -> (String, Vec<u8>) {
+pub(crate) fn read_head(tls: &mut Tls) -> (String, Vec<u8>) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -197,14 +197,14 @@ fn read_head(tls: &mut Tls) -> (String, Vec<u8>) {
     }
 }
 
-fn head_header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+pub(crate) fn head_header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     head.lines()
         .filter_map(|l| l.split_once(':'))
         .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
         .map(|(_, v)| v.trim())
 }
 
-const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
+pub(crate) const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
 
 fn upgrade_request(port: u16, path: &str) -> String {
     format!(

@@ -80,6 +80,9 @@ pub struct Seen {
     pub method: String,
     /// Path and query.
     pub path: String,
+    /// The request target as received: origin-form (`/path?query`), or absolute-form
+    /// (`https://host/path`) for an HTTP/1.1 absolute-form target or an HTTP/2 request.
+    pub target: String,
     /// `HTTP/1.1`, `HTTP/2.0`.
     pub version: String,
     /// Lower-case name → values joined with `", "`.
@@ -382,6 +385,7 @@ async fn record(req: Request<Incoming>, st: &State) -> (u64, Seen) {
             .uri
             .path_and_query()
             .map_or_else(|| "/".to_string(), |p| p.as_str().to_string()),
+        target: parts.uri.to_string(),
         version: format!("{:?}", parts.version),
         headers,
         body,
@@ -497,6 +501,7 @@ async fn ws_handshake(
         let seen = Seen {
             method: req.method().as_str().to_string(),
             path: req.uri().to_string(),
+            target: req.uri().to_string(),
             version: format!("{:?}", req.version()),
             headers: header_map(req.headers()),
             body: Vec::new(),
