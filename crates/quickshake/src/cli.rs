@@ -38,6 +38,10 @@ pub struct Cli {
     /// trace, debug, info, warning/warn, error, critical, off.
     #[arg(short = 'l', long = "log-level", default_value = "info")]
     pub log_level: String,
+    /// Envoy's: once the admin endpoint listens, its address (`IP:PORT`, `[IPv6]:PORT`; with
+    /// `port_value: 0` the port the kernel chose) is written to this file, as Envoy writes it.
+    #[arg(long = "admin-address-path", value_name = "FILE")]
+    pub admin_address_path: Option<PathBuf>,
     /// `serve` runs; `validate` checks the configuration (certificates and keys included) and exits.
     #[arg(long, value_enum, default_value = "serve")]
     pub mode: Mode,
@@ -66,6 +70,32 @@ pub struct Cli {
     /// implement.
     #[arg(long = "allow-unknown-static-fields", alias = "allow-unknown-fields")]
     pub allow_unknown_static_fields: bool,
+    /// Envoy's, accepted: quickshake logs no deprecated-field warnings to skip.
+    #[arg(long = "skip-deprecated-logs")]
+    pub skip_deprecated_logs: bool,
+    /// Envoy's, accepted without effect: quickshake leaves the process's core-dump setting
+    /// (dumpable flag, `ulimit -c`) as the kernel and the launcher set it.
+    #[arg(long = "enable-core-dump")]
+    pub enable_core_dump: bool,
+    /// Envoy's (the buffered size that forces a file flush), accepted: access log files are
+    /// written a line at a time.
+    #[arg(
+        long = "file-flush-min-size-kb",
+        value_name = "KB",
+        default_value_t = 64
+    )]
+    pub file_flush_min_size_kb: u32,
+    /// Envoy's hot-restart epoch, accepted and shown in `/server_info`: quickshake has no hot
+    /// restart, so every epoch starts afresh (as Envoy with `--disable-hot-restart`).
+    #[arg(long = "restart-epoch", value_name = "N", default_value_t = 0)]
+    pub restart_epoch: u32,
+    /// Envoy's (how long a hot-restart parent lives on), accepted: quickshake has no hot restart.
+    #[arg(
+        long = "parent-shutdown-time-s",
+        value_name = "S",
+        default_value_t = 900
+    )]
+    pub parent_shutdown_time_s: u32,
     /// Envoy's (a spdlog pattern), accepted: quickshake's log lines keep their own layout.
     #[arg(long = "log-format", value_name = "FORMAT")]
     pub log_format: Option<String>,
@@ -120,6 +150,14 @@ pub struct Cli {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub reload_interval_ms: u64,
+    /// Everything after `--`, ignored as Envoy ignores it (func-e appends `-- --run-id ID`).
+    #[arg(
+        last = true,
+        value_name = "IGNORED",
+        allow_hyphen_values = true,
+        hide = true
+    )]
+    pub ignored: Vec<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -300,6 +338,82 @@ mod tests {
         assert!(parse_component_levels("").unwrap().levels.is_empty());
     }
 
+    /// Envoy Gateway's host-mode line (func-e appends `--admin-address-path` and `-- --run-id`)
+    /// and pilot-agent's, with the flags older releases pass.
+    #[test]
+    fn control_plane_lines_parse_and_the_tail_is_ignored() {
+        let cli = Cli::try_parse_from([
+            "envoy",
+            "--service-cluster",
+            "default/eg",
+            "--service-node",
+            "default-eg-7f4",
+            "--config-yaml",
+            "{}",
+            "--log-level",
+            "info",
+            "--cpuset-threads",
+            "--drain-strategy",
+            "immediate",
+            "--component-log-level",
+            "misc:error",
+            "--drain-time-s",
+            "60",
+            "--admin-address-path",
+            "/run/admin-address.txt",
+            "--",
+            "--run-id",
+            "0",
+            "doctor",
+            "-c",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.admin_address_path.as_deref(),
+            Some(std::path::Path::new("/run/admin-address.txt"))
+        );
+        assert!(cli.command.is_none(), "after --, `doctor` is no subcommand");
+        assert_eq!(cli.ignored, ["--run-id", "0", "doctor", "-c"]);
+        assert!(cli.config.is_none());
+        let cli = Cli::try_parse_from([
+            "envoy",
+            "-c",
+            "/etc/istio/proxy/envoy-rev.json",
+            "--restart-epoch",
+            "2",
+            "--drain-time-s",
+            "45",
+            "--drain-strategy",
+            "immediate",
+            "--parent-shutdown-time-s",
+            "60",
+            "--local-address-ip-version",
+            "v4",
+            "--file-flush-interval-msec",
+            "1000",
+            "--disable-hot-restart",
+            "--allow-unknown-static-fields",
+            "--file-flush-min-size-kb",
+            "32",
+            "-l",
+            "warning",
+            "--component-log-level",
+            "misc:error",
+            "--skip-deprecated-logs",
+            "--enable-core-dump",
+            "--concurrency",
+            "2",
+        ])
+        .unwrap();
+        assert_eq!((cli.restart_epoch, cli.parent_shutdown_time_s), (2, 60));
+        assert_eq!(cli.file_flush_min_size_kb, 32);
+        assert!(cli.skip_deprecated_logs && cli.enable_core_dump);
+        assert!(cli.ignored.is_empty());
+        // The subcommands still parse.
+        let cli = Cli::try_parse_from(["quickshake", "doctor", "--json"]).unwrap();
+        assert!(matches!(cli.command, Some(Command::Doctor { json: true })));
+    }
+
     #[test]
     fn envoy_launch_lines_parse() {
         let cli = Cli::try_parse_from([
@@ -329,8 +443,14 @@ mod tests {
         .unwrap();
         assert_eq!(cli.drain_strategy, DrainStrategy::Immediate);
         assert_eq!(cli.local_address_ip_version, IpVersion::V6);
+        assert_eq!(cli.restart_epoch, 0);
+        assert_eq!(cli.parent_shutdown_time_s, 900);
+        assert_eq!(cli.file_flush_min_size_kb, 64);
         assert_eq!(cli.service_flags().id, "n");
         for bad in [
+            ["--restart-epoch", "-1"],
+            ["--parent-shutdown-time-s", "soon"],
+            ["--file-flush-min-size-kb", "big"],
             ["--local-address-ip-version", "v5"],
             ["--drain-strategy", "sometimes"],
             ["--file-flush-interval-msec", "-1"],

@@ -221,7 +221,11 @@ fn serve(
     };
     // Bind admin first so a taken admin port fails before workers start.
     let admin_listener = match &cfg.admin {
-        Some(a) => Some(bind_admin(a.address)?),
+        Some(a) => {
+            let listener = bind_admin(a.address)?;
+            announce_admin(&listener, cli.admin_address_path.as_deref())?;
+            Some(listener)
+        }
         None => None,
     };
     let gateway =
@@ -428,6 +432,16 @@ fn command_line_options(cli: &Cli, opts: &GatewayOptions) -> serde_json::Value {
         "file_flush_interval": format!("{}s", cli.file_flush_interval_msec as f64 / 1000.0),
         "disable_hot_restart": cli.disable_hot_restart,
         "allow_unknown_static_fields": cli.allow_unknown_static_fields,
+        "admin_address_path": cli
+            .admin_address_path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        "skip_deprecated_logs": cli.skip_deprecated_logs,
+        "enable_core_dump": cli.enable_core_dump,
+        "file_flush_min_size": cli.file_flush_min_size_kb,
+        "restart_epoch": cli.restart_epoch,
+        "parent_shutdown_time": format!("{}s", cli.parent_shutdown_time_s),
         "handshake_priority": format!("{:?}", cli.handshake_priority).to_lowercase(),
         "batch_threads": cli.batch_threads,
         "reload_interval": format!("{}s", cli.reload_interval_ms as f64 / 1000.0),
@@ -439,6 +453,29 @@ fn bind_admin(addr: SocketAddr) -> Result<std::net::TcpListener, ServeError> {
     let l = std::net::TcpListener::bind(addr).map_err(bind_error)?;
     l.set_nonblocking(true).map_err(bind_error)?;
     Ok(l)
+}
+
+/// Say where the admin endpoint listens, as Envoy does once its admin listener is bound: the
+/// log line `admin address: IP:PORT` and, with `--admin-address-path`, that address alone
+/// (`127.0.0.1:PORT`, `[::1]:PORT`; no newline) written over the file. With `port_value: 0` it
+/// is the port the kernel chose. A file that cannot be written is logged and not fatal, as in
+/// Envoy.
+fn announce_admin(
+    listener: &std::net::TcpListener,
+    path: Option<&std::path::Path>,
+) -> Result<(), ServeError> {
+    let addr = listener.local_addr().map_err(ServeError::AdminListener)?;
+    tracing::info!("admin address: {addr}");
+    if let Some(path) = path {
+        if let Err(e) = std::fs::write(path, addr.to_string()) {
+            tracing::error!(
+                path = %path.display(),
+                error = %e,
+                "cannot open admin address output file for writing"
+            );
+        }
+    }
+    Ok(())
 }
 
 fn start_admin(

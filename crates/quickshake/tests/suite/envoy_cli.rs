@@ -10,6 +10,8 @@ use serde_json::Value;
 use crate::support;
 use crate::support::*;
 
+mod control_planes;
+
 /// One TLS listener on `{{PORT}}` answering 200, admin on `{{ADMIN}}`.
 fn bootstrap() -> String {
     direct_response_config(&plain_cert("rsa2048"), "", "")
@@ -295,6 +297,11 @@ fn bad_values_are_refused() {
     refused(
         &["--file-flush-interval-msec", "soon"],
         &["--file-flush-interval-msec", "soon"],
+    );
+    refused(&["--restart-epoch", "soon"], &["--restart-epoch", "soon"]);
+    refused(
+        &["--file-flush-min-size-kb", "big"],
+        &["--file-flush-min-size-kb", "big"],
     );
     refused(
         &["--component-log-level", "upstream:loud"],
