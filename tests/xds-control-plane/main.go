@@ -8,7 +8,8 @@
 // Admin API:
 //
 //	PUT /snapshot?node=ID  {"version":"v1","resources":{"<type_url>":[<resource as protojson, no @type>, ...]}}
-//	GET /status            what the callbacks saw, per node and type URL (see status.go)
+//	GET /status            what the callbacks saw, per node and type URL, and the request
+//	                       metadata of the last stream per gRPC method (see status.go)
 //	GET /healthz           "ok"
 //
 // Any type URL registered in the protobuf registry is accepted (Listener, RouteConfiguration,
@@ -86,7 +87,7 @@ func main() {
 	st := newStatus()
 	xds := server.NewServer(ctx, snapshots, st)
 
-	var opts []grpc.ServerOption
+	opts := []grpc.ServerOption{grpc.StreamInterceptor(st.recordMetadata)}
 	if *tlsCert != "" {
 		creds, err := serverTLS(*tlsCert, *tlsKey, *clientCA)
 		if err != nil {

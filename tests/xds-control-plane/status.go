@@ -4,6 +4,9 @@ import (
 	"context"
 	"sync"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 )
@@ -19,7 +22,12 @@ import (
 //	      "requests": 3, "responses": 2, "acks": 1, "nacks": 1,
 //	      "last_sent_version": "v2", "last_acked_version": "v1",
 //	      "last_nack": {"version": "v2", "message": "..."} | null,
-//	      "nack_resends_suppressed": 1}}}}}
+//	      "nack_resends_suppressed": 1}}}},
+//	 "stream_metadata": {"<gRPC method>": {"<key>": ["<value>", ...]}}}
+//
+// stream_metadata is the request metadata (headers) of the last stream opened per full gRPC
+// method, e.g. "/envoy.service.secret.v3.SecretDiscoveryService/StreamSecrets": what a data
+// plane sends from its grpc_services[].initial_metadata.
 //
 // A request with error_detail is a NACK; its "version" is the version of the response it
 // rejects (found by its response_nonce), not its version_info (the last accepted one).
@@ -34,9 +42,10 @@ import (
 // pushed; if a newer snapshot arrived meanwhile, the cache sends that at once. Delta streams do
 // not need it (the delta cache resends only resources whose hash changed).
 type status struct {
-	mu      sync.Mutex
-	nodes   map[string]*nodeStatus
-	streams map[streamKey]*streamInfo
+	mu       sync.Mutex
+	nodes    map[string]*nodeStatus
+	streams  map[streamKey]*streamInfo
+	metadata map[string]metadata.MD
 }
 
 type nodeStatus struct {
@@ -76,7 +85,22 @@ type streamInfo struct {
 type sent struct{ nonce, version string }
 
 func newStatus() *status {
-	return &status{nodes: map[string]*nodeStatus{}, streams: map[streamKey]*streamInfo{}}
+	return &status{
+		nodes:    map[string]*nodeStatus{},
+		streams:  map[streamKey]*streamInfo{},
+		metadata: map[string]metadata.MD{},
+	}
+}
+
+// recordMetadata is a gRPC stream interceptor: it keeps the stream's request metadata under
+// its method, then serves the stream.
+func (s *status) recordMetadata(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if md, ok := metadata.FromIncomingContext(ss.Context()); ok {
+		s.mu.Lock()
+		s.metadata[info.FullMethod] = md.Copy()
+		s.mu.Unlock()
+	}
+	return handler(srv, ss)
 }
 
 func (s *status) node(id string) *nodeStatus {
@@ -120,7 +144,11 @@ func (s *status) snapshotJSON() map[string]any {
 			"streams_opened_total": n.StreamsTotal, "types": types,
 		}
 	}
-	return map[string]any{"nodes": nodes}
+	md := map[string]metadata.MD{}
+	for m, v := range s.metadata {
+		md[m] = v.Copy()
+	}
+	return map[string]any{"nodes": nodes, "stream_metadata": md}
 }
 
 func kind(delta bool) string {

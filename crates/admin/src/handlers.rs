@@ -5,7 +5,7 @@ use quickshake_stats::{Format, QueryError, StatsQuery};
 use thiserror::Error;
 
 use crate::ops;
-use crate::state::AdminState;
+use crate::state::{AdminState, DrainListeners};
 
 /// Content type of plain-text admin answers (Envoy's `TextUtf8`).
 pub const TEXT: &str = "text/plain; charset=UTF-8";
@@ -111,6 +111,12 @@ const LOGGING_PARAMS: &[(&str, &str)] = &[
     ),
 ];
 
+const DRAIN_PARAMS: &[(&str, &str)] = &[
+    ("graceful", "When draining listeners, enter a graceful drain period prior to closing listeners. This behaviour and duration is configurable via server options or CLI"),
+    ("skip_exit", "When draining listeners, do not exit after the drain period. This must be used with graceful"),
+    ("inboundonly", "Drains all inbound listeners. traffic_direction field in envoy_v3_api_msg_config.listener.v3.Listener is used to determine whether a listener is inbound or outbound."),
+];
+
 const RUNTIME_MODIFY_HELP: &str = "Adds or modifies runtime values as passed in query parameters. To delete a previously added key, use an empty string as the value. Note that deletion only applies to overrides added via this endpoint; values loaded from disk can be modified via override but not deleted. E.g. ?key1=value1&key2=value2...";
 
 const PROM_PARAMS: &[(&str, &str)] = &[
@@ -154,7 +160,7 @@ const ENDPOINTS: &[Endpoint] = &[
         path: "/drain_listeners",
         help: "drain listeners",
         post: true,
-        params: &[],
+        params: DRAIN_PARAMS,
     },
     Endpoint {
         path: "/healthcheck/fail",
@@ -289,10 +295,7 @@ fn route(
             state.set_health_check_failed(false);
             AdminResponse::text(200, "OK\n")
         }
-        "/drain_listeners" => {
-            state.drain_listeners();
-            AdminResponse::text(200, "OK\n")
-        }
+        "/drain_listeners" => drain_listeners(state, query_of(path_and_query)),
         "/quitquitquit" => {
             state.quit();
             AdminResponse::text(200, "OK\n")
@@ -302,6 +305,26 @@ fn route(
         }
         _ => return Err(AdminError::NotFound),
     })
+}
+
+/// `/drain_listeners`: Envoy's `handlerDrainListeners`. Its flags count by presence;
+/// `skip_exit` without `graceful` is refused (400), as Envoy 1.39 does.
+fn drain_listeners(state: &dyn AdminState, query: &str) -> AdminResponse {
+    let has = |name: &str| {
+        query
+            .split('&')
+            .any(|kv| kv.split_once('=').map_or(kv, |(k, _)| k) == name)
+    };
+    let drain = DrainListeners {
+        inbound_only: has("inboundonly"),
+        graceful: has("graceful"),
+        skip_exit: has("skip_exit"),
+    };
+    if drain.skip_exit && !drain.graceful {
+        return AdminResponse::text(400, "skip_exit requires graceful\n");
+    }
+    state.drain_listeners(drain);
+    AdminResponse::text(200, "OK\n")
 }
 
 fn query_of(path_and_query: &str) -> &str {

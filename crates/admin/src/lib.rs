@@ -21,7 +21,7 @@ pub use clusters::{ClusterStatus, HostStatus, Thresholds};
 pub use handlers::{handle, help_text, AdminError, AdminResponse, JSON, TEXT};
 pub use ops_types::{ListenerInfo, LogControl, LogLevel, RuntimeLayer, UnknownLogger};
 pub use server::serve;
-pub use state::AdminState;
+pub use state::{AdminState, DrainListeners};
 
 #[cfg(test)]
 mod ops_tests;

@@ -2,6 +2,18 @@
 
 use crate::ops_types::{ListenerInfo, LogControl, RuntimeLayer};
 
+/// `/drain_listeners`' query: each flag is set by its parameter's presence, whatever its value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DrainListeners {
+    /// `inboundonly`: only the listeners with `traffic_direction: INBOUND`.
+    pub inbound_only: bool,
+    /// `graceful`: connections drain (close after their response) while the listeners go on
+    /// accepting for the drain time; the listeners stop after it. Without it they stop at once.
+    pub graceful: bool,
+    /// `skip_exit` (with `graceful`): the listeners are not stopped after the drain time.
+    pub skip_exit: bool,
+}
+
 /// What the admin endpoint needs from the running server.
 pub trait AdminState: Send + Sync + 'static {
     /// The stat registry `/stats` renders.
@@ -21,8 +33,11 @@ pub trait AdminState: Send + Sync + 'static {
     /// `/quitquitquit` (POST): answer `OK` then shut the server down. The
     /// implementation should only signal; the response is written first.
     fn quit(&self);
-    /// `/drain_listeners` (POST).
-    fn drain_listeners(&self) {}
+    /// `/drain_listeners` (POST), its query already checked (`skip_exit` needs `graceful`).
+    /// The process goes on running, as Envoy's.
+    fn drain_listeners(&self, drain: DrainListeners) {
+        let _ = drain;
+    }
     /// `/listeners`: every running listener, static and added over xDS.
     fn listeners(&self) -> Vec<ListenerInfo> {
         Vec::new()

@@ -16,6 +16,7 @@ struct Fake {
     hc_failed: AtomicBool,
     quits: AtomicUsize,
     drains: AtomicUsize,
+    last_drain: std::sync::Mutex<Option<DrainListeners>>,
     quit_signal: Arc<Notify>,
 }
 
@@ -48,8 +49,11 @@ impl AdminState for Fake {
         self.quits.fetch_add(1, Ordering::SeqCst);
         self.quit_signal.notify_one();
     }
-    fn drain_listeners(&self) {
+    fn drain_listeners(&self, drain: DrainListeners) {
         self.drains.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut last) = self.last_drain.lock() {
+            *last = Some(drain);
+        }
     }
 }
 
@@ -145,6 +149,36 @@ fn mutating_endpoints_require_post() {
     let r = handle(&f, &Method::POST, "/quitquitquit");
     assert_eq!((r.status, r.body.as_str()), (200, "OK\n"));
     assert_eq!(f.quits.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn drain_listeners_reads_envoys_flags() {
+    let f = fake();
+    let last = |f: &Fake| *f.last_drain.lock().expect("lock");
+    let r = handle(&f, &Method::POST, "/drain_listeners");
+    assert_eq!((r.status, r.body.as_str()), (200, "OK\n"));
+    assert_eq!(last(&f), Some(DrainListeners::default()));
+    // Present counts, whatever the value.
+    handle(
+        &f,
+        &Method::POST,
+        "/drain_listeners?inboundonly&graceful=false&skip_exit=",
+    );
+    assert_eq!(
+        last(&f),
+        Some(DrainListeners {
+            inbound_only: true,
+            graceful: true,
+            skip_exit: true,
+        })
+    );
+    // skip_exit needs graceful: refused, nothing done.
+    let r = handle(&f, &Method::POST, "/drain_listeners?skip_exit&inboundonly");
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (400, "skip_exit requires graceful\n")
+    );
+    assert_eq!(f.drains.load(Ordering::SeqCst), 2);
 }
 
 #[test]

@@ -268,7 +268,7 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
 }
 
 /// `load_assignment.endpoints[].lb_endpoints[].endpoint.address` or legacy `hosts[]`; none for
-/// EDS (which must have neither).
+/// EDS (which must have neither); possibly none for STATIC.
 /// A STATIC cluster may instead have one `pipe` endpoint (a unix socket), returned apart.
 fn endpoints(
     node: &Node<'_>,
@@ -311,7 +311,9 @@ fn endpoints(
     } else {
         (Vec::new(), 0, 0)
     };
-    if total == 0 {
+    // A STATIC cluster may have no endpoints (Istio's `BlackHoleCluster`): Envoy accepts it and
+    // answers requests routed there 503 `no healthy upstream` (`UH`).
+    if total == 0 && *discovery != ClusterDiscovery::Static {
         return Err(match o.get("load_assignment") {
             Some(la) => la.err("at least one endpoint is required"),
             None => match o.get("hosts") {

@@ -137,12 +137,40 @@ pub(crate) fn api_config_source(node: &Node<'_>) -> Result<ApiConfigSource> {
     )?;
     let cluster_name = eo.req("cluster_name")?.non_empty_str()?.to_owned();
     eo.opt_str("authority")?;
+    let initial_metadata = so
+        .items("initial_metadata")
+        .iter()
+        .map(metadata_entry)
+        .collect::<Result<Vec<_>>>()?;
     Ok(ApiConfigSource {
         path: node.path.clone(),
         api_type,
         cluster_name,
         set_node_on_first_message_only: o.bool_or_false("set_node_on_first_message_only")?,
+        initial_metadata,
     })
+}
+
+/// One `grpc_services[].initial_metadata` entry (a `HeaderValue` `{key, value}`): the key
+/// lower-cased, as Envoy's gRPC client adds it to the stream's request headers.
+fn metadata_entry(node: &Node<'_>) -> Result<(String, String)> {
+    let o = node.obj_with(&["key", "value"], &["raw_value"])?;
+    let key = o.req("key")?;
+    let name = key.non_empty_str()?;
+    if crate::header_mutation::http_name_invalid(name) {
+        return Err(key.err(format!("\"{name}\" is not a valid header name")));
+    }
+    let value = match o.get("value") {
+        Some(v) => {
+            let s = v.as_str()?;
+            if s.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+                return Err(v.err("a header value cannot hold control characters"));
+            }
+            s.to_owned()
+        }
+        None => String::new(),
+    };
+    Ok((name.to_ascii_lowercase(), value))
 }
 
 /// `resource_api_version` / `transport_api_version`: only V3 exists now (AUTO meant V2 or V3).

@@ -110,7 +110,8 @@ fn literal(v: &str) -> Option<String> {
     Some(out)
 }
 
-fn http_name_invalid(name: &str) -> bool {
+/// Whether `name` is not an HTTP field name (RFC 9110 `token`).
+pub(crate) fn http_name_invalid(name: &str) -> bool {
     !name
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&b))

@@ -185,6 +185,15 @@ pub fn route_configuration(
     route::route_config(&walk::Node::new(json, ""), None, false).map_err(|e| e.rooted(path))
 }
 
+/// Parse one `ApiConfigSource` on its own (in JSON form: the `sds_config.api_config_source` of
+/// a secret reference in a resource that xDS delivered); errors carry `path` as their root.
+pub fn api_config_source(
+    json: &serde_json::Value,
+    path: &str,
+) -> Result<ApiConfigSource, ConfigError> {
+    config_source::api_config_source(&walk::Node::new(json, "")).map_err(|e| e.rooted(path))
+}
+
 /// Parse one `Cluster` resource on its own (as CDS delivers it, in JSON form); errors carry
 /// `path` as their root. An EDS cluster has no endpoints: they come by
 /// [`cluster_load_assignment`].

@@ -124,6 +124,7 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
         .get("per_connection_buffer_limit_bytes")
         .map(|n| n.as_u64_in(0, u64::from(u32::MAX)).map(|v| v as u32))
         .transpose()?;
+    let mut inbound = false;
     if let Some(t) = o.get("traffic_direction") {
         let dir = t.as_str()?;
         if !["UNSPECIFIED", "INBOUND", "OUTBOUND"].contains(&dir) {
@@ -131,6 +132,7 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
                 "expected UNSPECIFIED, INBOUND or OUTBOUND, got \"{dir}\""
             )));
         }
+        inbound = dir == "INBOUND";
     }
     o.opt_str("stat_prefix")?;
     let chains_node = o.req("filter_chains")?;
@@ -184,6 +186,7 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
             || o.bool_or_false("bypass_overload_manager")?,
         limits,
         quic,
+        inbound,
     })
 }
 

@@ -144,6 +144,8 @@ pub struct Listener {
     pub limits: Vec<ListenerLimit>,
     /// A QUIC (HTTP/3) listener: UDP `socket_address` with `udp_listener_config.quic_options`.
     pub quic: Option<QuicOptions>,
+    /// `traffic_direction: INBOUND`: admin `/drain_listeners?inboundonly` stops this listener.
+    pub inbound: bool,
 }
 
 /// `udp_listener_config.quic_options` (`QuicProtocolOptions`) of a QUIC listener, Envoy's

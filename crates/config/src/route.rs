@@ -53,6 +53,7 @@ pub(crate) fn route_config(
             "name",
             "virtual_hosts",
             "validate_clusters",
+            "ignore_port_in_host_matching",
             FIELDS[0],
             FIELDS[1],
             FIELDS[2],
@@ -65,7 +66,6 @@ pub(crate) fn route_config(
             "max_direct_response_body_size_bytes",
             "cluster_specifier_plugins",
             "request_mirror_policies",
-            "ignore_port_in_host_matching",
             "ignore_path_parameters_in_path_matching",
             "typed_per_filter_config",
             "metadata",
@@ -73,6 +73,7 @@ pub(crate) fn route_config(
     )?;
     let name = o.opt_str("name")?.unwrap_or_default().to_owned();
     let validate_clusters = o.opt_bool("validate_clusters")?.unwrap_or(validate_default);
+    let ignore_port_in_host_matching = o.bool_or_false("ignore_port_in_host_matching")?;
     let clusters = clusters.filter(|_| validate_clusters);
     let mut hosts = Vec::new();
     // lowercased domain -> path of the virtual host that has it
@@ -94,6 +95,7 @@ pub(crate) fn route_config(
         name,
         virtual_hosts: hosts,
         validate_clusters,
+        ignore_port_in_host_matching,
         mutations: header_mutations(&o)?,
     })
 }

@@ -258,6 +258,37 @@ fn unknown_cluster_names_the_path() {
     );
 }
 
+/// Istio's `BlackHoleCluster`: STATIC, no `load_assignment` (or an empty one). Envoy accepts it
+/// and answers requests routed there 503 `no healthy upstream`.
+#[test]
+fn a_static_cluster_may_have_no_endpoints() {
+    for empty in [
+        None,
+        Some(json!({"cluster_name": "db"})),
+        Some(json!({"cluster_name": "db", "endpoints": []})),
+    ] {
+        let mut v = fixture_json("proxy.yaml");
+        let db = v["static_resources"]["clusters"][2]
+            .as_object_mut()
+            .unwrap();
+        db.remove("hosts");
+        if let Some(la) = &empty {
+            db.insert("load_assignment".into(), la.clone());
+        }
+        let b = parse_json(&v).unwrap_or_else(|e| panic!("{empty:?}: {e}"));
+        assert_eq!(b.clusters[2].discovery, ClusterDiscovery::Static);
+        assert!(b.clusters[2].endpoints.is_empty(), "{empty:?}");
+        assert!(b.clusters[2].pipe.is_none());
+    }
+    let c = cluster_resource(
+        &serde_yaml::from_str("{name: BlackHoleCluster, type: STATIC, connect_timeout: 10s}")
+            .unwrap(),
+        "Cluster BlackHoleCluster",
+    )
+    .unwrap();
+    assert!(c.endpoints.is_empty());
+}
+
 #[test]
 fn cluster_errors() {
     let cases: Vec<(Mutate, &str)> = vec![
@@ -272,12 +303,18 @@ fn cluster_errors() {
             }),
             "static_resources.clusters[2].hosts[0].socket_address.address",
         ),
+        // No endpoints: a STATIC cluster may have none (see
+        // `a_static_cluster_may_have_no_endpoints`), a DNS cluster may not.
         (
-            Box::new(|v| v["static_resources"]["clusters"][2]["hosts"] = json!([])),
+            Box::new(|v| {
+                v["static_resources"]["clusters"][2]["type"] = json!("STRICT_DNS");
+                v["static_resources"]["clusters"][2]["hosts"] = json!([]);
+            }),
             "static_resources.clusters[2].hosts",
         ),
         (
             Box::new(|v| {
+                v["static_resources"]["clusters"][2]["type"] = json!("STRICT_DNS");
                 v["static_resources"]["clusters"][2]
                     .as_object_mut()
                     .unwrap()

@@ -117,6 +117,23 @@ fn route_configuration_alone() {
     .unwrap();
     assert_eq!(rc.name, "r1");
     assert!(!rc.validate_clusters, "RDS default");
+    assert!(!rc.ignore_port_in_host_matching, "Envoy's default");
+    let ignoring = route_configuration(
+        &yaml("name: r2\nignore_port_in_host_matching: true\nvirtual_hosts: []"),
+        "RouteConfiguration r2",
+    )
+    .unwrap();
+    assert!(ignoring.ignore_port_in_host_matching);
+    let e = route_configuration(
+        &yaml("ignore_port_in_host_matching: 1"),
+        "RouteConfiguration r3",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("RouteConfiguration r3: ignore_port_in_host_matching: "),
+        "{e}"
+    );
     assert!(!rc.virtual_hosts[0].routes[0].case_sensitive);
     let e = route_configuration(
         &yaml(
@@ -147,6 +164,46 @@ fn route_configuration_alone() {
             .starts_with("R: virtual_hosts[0].routes[0].match.headers[0].string_match.safe_regex.regex: invalid regex"),
         "{e}"
     );
+}
+
+/// `grpc_services[].initial_metadata`: kept (keys lower-cased) for the xDS client to send.
+#[test]
+fn grpc_service_initial_metadata() {
+    let src = |metadata: &str| {
+        api_config_source(
+            &yaml(&format!(
+                "api_type: GRPC\ngrpc_services: [{{envoy_grpc: {{cluster_name: xds-grpc}}, \
+                 initial_metadata: {metadata}}}]"
+            )),
+            "ads_config",
+        )
+    };
+    let a = src("[{key: X-Token, value: 'a b'}, {key: x-empty}]").unwrap();
+    assert_eq!(
+        a.initial_metadata,
+        vec![
+            ("x-token".to_owned(), "a b".to_owned()),
+            ("x-empty".to_owned(), String::new())
+        ]
+    );
+    assert!(src("[]").unwrap().initial_metadata.is_empty());
+    for (bad, at) in [
+        ("[{key: 'bad key', value: v}]", "initial_metadata[0].key"),
+        ("[{key: ':path', value: v}]", "initial_metadata[0].key"),
+        ("[{value: v}]", "initial_metadata[0]"),
+        ("[{key: k, value: \"a\\nb\"}]", "initial_metadata[0].value"),
+        (
+            "[{key: k, raw_value: YQ==}]",
+            "initial_metadata[0].raw_value",
+        ),
+    ] {
+        let e = src(bad).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with(&format!("ads_config: grpc_services[0].{at}")),
+            "{bad}: {e}"
+        );
+    }
 }
 
 #[test]

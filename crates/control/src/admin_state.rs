@@ -1,19 +1,21 @@
 //! What the admin endpoint shows of a running gateway: stats, `/server_info`, `/certs`,
 //! `/config_dump` (keys redacted by the config crate), readiness, health-check failure,
-//! `/quitquitquit`, `/listeners` (static and xDS), `/logging` (through the binary's
-//! [`LogControl`]), `/runtime` and `/clusters` (the upstream clusters and their hosts' health).
+//! `/quitquitquit`, `/drain_listeners` (listeners stopped, the process running on),
+//! `/listeners` (static and xDS), `/logging` (through the binary's [`LogControl`]), `/runtime`
+//! and `/clusters` (the upstream clusters and their hosts' health).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use quickshake_admin::{
-    AdminState, ClusterStatus, HostStatus, ListenerInfo, LogControl, RuntimeLayer, Thresholds,
+    AdminState, ClusterStatus, DrainListeners, HostStatus, ListenerInfo, LogControl, RuntimeLayer,
+    Thresholds,
 };
 use quickshake_http::time::{rfc3339_now, timestamp_json};
 use quickshake_listener::ListenerShared;
-use quickshake_server::DrainHandle;
+use quickshake_server::{DrainHandle, StoppedListeners};
 use quickshake_stats::Store;
 use serde_json::{json, Value};
 
@@ -37,6 +39,8 @@ pub struct GatewayAdmin {
     /// `INITIALIZING` and `/ready` answers 503, as Envoy's.
     pub initialized: Option<Box<dyn Fn() -> bool + Send + Sync>>,
     pub health_check_failed: AtomicBool,
+    /// The listeners a graceful `/drain_listeners` has started draining.
+    graceful_drain: Mutex<StoppedListeners>,
     /// The listeners added over xDS, after the static ones in `/listeners`.
     pub dynamic_listeners: Option<ListenerView>,
     /// The log levels `/logging` lists and changes; the binary owns the subscriber.
@@ -72,6 +76,7 @@ impl GatewayAdmin {
             node: quickshake_config::Node::default(),
             initialized: None,
             health_check_failed: AtomicBool::new(false),
+            graceful_drain: Mutex::new(StoppedListeners::None),
             dynamic_listeners: None,
             logging: None,
             runtime: Vec::new(),
@@ -81,11 +86,16 @@ impl GatewayAdmin {
         }
     }
 
+    /// Envoy's `serverState`: INITIALIZING until initialized, then DRAINING while health checks
+    /// fail (`/healthcheck/fail`), else LIVE; DRAINING too once the process drains (SIGTERM,
+    /// `/quitquitquit`). `/drain_listeners` leaves it LIVE, as Envoy's does.
     fn state(&self) -> &'static str {
         if self.drain.is_draining() {
             "DRAINING"
         } else if self.initialized.as_ref().is_some_and(|f| !f()) {
             "INITIALIZING"
+        } else if self.health_check_failed.load(Ordering::Relaxed) {
+            "DRAINING"
         } else {
             "LIVE"
         }
@@ -168,14 +178,51 @@ impl AdminState for GatewayAdmin {
         self.store
             .gauge("server.health_check_failed")
             .set(i64::from(failed));
+        // Envoy's `failHealthcheck`: `server.live` follows.
+        self.store.gauge("server.live").set(i64::from(!failed));
     }
 
     fn quit(&self) {
         self.drain.drain();
     }
 
-    fn drain_listeners(&self) {
-        self.drain.drain();
+    /// Envoy's `handlerDrainListeners`: without `graceful` the listeners stop at once; with it
+    /// they go on accepting for the drain time (`--drain-time-s`), then stop unless
+    /// `skip_exit`. A graceful drain already running for these listeners is not restarted.
+    /// The process goes on either way.
+    fn drain_listeners(&self, d: DrainListeners) {
+        let which = if d.inbound_only {
+            StoppedListeners::InboundOnly
+        } else {
+            StoppedListeners::All
+        };
+        if !d.graceful {
+            self.drain.stop_listeners(which);
+            return;
+        }
+        {
+            let Ok(mut started) = self.graceful_drain.lock() else {
+                return;
+            };
+            if *started >= which {
+                return;
+            }
+            *started = which;
+        }
+        if d.skip_exit {
+            return;
+        }
+        let (drain, wait) = (self.drain.clone(), self.drain.drain_time());
+        let spawned = std::thread::Builder::new()
+            .name("drain-listeners".into())
+            .spawn(move || {
+                std::thread::sleep(wait);
+                drain.stop_listeners(which);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot time the graceful drain; stopping the listeners now");
+            self.drain.stop_listeners(which);
+        }
     }
 
     fn listeners(&self) -> Vec<ListenerInfo> {

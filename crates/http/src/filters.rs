@@ -1,6 +1,6 @@
 //! The HTTP filters before the router: `health_check` (answers health checks itself, 503 while
-//! the server fails health checks or drains) and `compressor` (gzip, brotli, zstd, chosen by
-//! the client's `Accept-Encoding`, streaming).
+//! the server fails health checks or drains; marks every response while health checks fail)
+//! and `compressor` (gzip, brotli, zstd, chosen by the client's `Accept-Encoding`, streaming).
 
 use async_compression::tokio::bufread::{BrotliEncoder, GzipEncoder, ZstdEncoder};
 use async_compression::Level;
@@ -60,6 +60,29 @@ pub(crate) fn health_check_response(status: u16) -> Response<Body> {
         );
     }
     r
+}
+
+/// Every response while the server fails health checks (admin `/healthcheck/fail`), as
+/// Envoy's: `x-envoy-immediate-health-check-fail: true` where a `health_check` filter runs, and
+/// the connection drain-closed (`Connection: close` on HTTP/1, upgrades aside).
+pub(crate) fn health_check_failing(
+    filters: &[HttpFilter],
+    protocol: &str,
+    resp: &mut Response<Body>,
+) {
+    if filters
+        .iter()
+        .any(|f| matches!(f, HttpFilter::HealthCheck(_)))
+    {
+        resp.headers_mut().insert(
+            "x-envoy-immediate-health-check-fail",
+            HeaderValue::from_static("true"),
+        );
+    }
+    if protocol.starts_with("HTTP/1") && resp.status() != StatusCode::SWITCHING_PROTOCOLS {
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
 }
 
 /// The compressor chosen for a request: the compressor filter whose encoding the client's

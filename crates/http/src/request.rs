@@ -15,7 +15,8 @@ use quickshake_config::{HeaderMutations, Redirect, RouteAction};
 use crate::access_log::LogRecord;
 use crate::body::{error_response, full, Body, RequestBody};
 use crate::filters::{
-    choose_compressor, compress, health_check, health_check_response, HealthCheck,
+    choose_compressor, compress, health_check, health_check_failing, health_check_response,
+    HealthCheck,
 };
 use crate::header_mutation::{self, Side};
 use crate::path_normalize::{normalize, Normalized};
@@ -73,6 +74,9 @@ pub async fn handle_request<B: RequestBody>(
     let fwd = fwd.forwarded;
     resp.headers_mut()
         .insert(header::SERVER, rt.server_name.clone());
+    if rt.health_check_failed.value() != 0 {
+        health_check_failing(&rt.http_filters, protocol, &mut resp);
+    }
     let status = resp.status().as_u16();
     let class = usize::from(status / 100).clamp(1, 5) - 1;
     stats.downstream_rq_xx[class].inc();
@@ -187,7 +191,7 @@ async fn route_request<B: RequestBody>(
             headers: req.headers(),
         };
         let hc = health_check(&rt.http_filters, &view, failing);
-        let vh = select_virtual_host(&table.config.virtual_hosts, authority);
+        let vh = select_virtual_host(&table.config, authority);
         let route = vh.and_then(|vh| select_route(vh, &view).map(|r| (vh, r)));
         (hc, route)
     };

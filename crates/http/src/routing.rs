@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use http::HeaderMap;
-use quickshake_config::{Route, RouteMatch, VirtualHost};
+use quickshake_config::{Route, RouteConfig, RouteMatch, VirtualHost};
 
 /// What route matching looks at in a request.
 pub(crate) struct RequestView<'a> {
@@ -48,15 +48,24 @@ impl RequestView<'_> {
     }
 }
 
-/// Pick the virtual host for an authority. Envoy's order: exact domain, then the longest
-/// `*.suffix`/`*suffix` wildcard, then the longest `prefix*`, then `*`.
+/// Pick the virtual host for an authority, as Envoy's `RouteMatcher::findVirtualHost`: the
+/// authority, lower-cased and with its port unless the route configuration says
+/// `ignore_port_in_host_matching` (then the port is dropped first), is looked up as an exact
+/// domain, then under the longest `*.suffix`/`*suffix` wildcard, then the longest `prefix*`,
+/// then `*`. A wildcard matches only a longer host; the port stays part of what it sees, so
+/// `*.example.com` does not match `www.example.com:8443` and `api.*` matches `api.x:9`.
 pub(crate) fn select_virtual_host<'a>(
-    hosts: &'a [VirtualHost],
+    config: &'a RouteConfig,
     authority: &str,
 ) -> Option<&'a VirtualHost> {
-    let host = strip_port(authority).to_ascii_lowercase();
+    let authority = if config.ignore_port_in_host_matching {
+        strip_port(authority)
+    } else {
+        authority
+    };
+    let host = authority.to_ascii_lowercase();
     let mut best: Option<(u8, usize, &VirtualHost)> = None;
-    for vh in hosts {
+    for vh in &config.virtual_hosts {
         for domain in &vh.domains {
             let d = domain.to_ascii_lowercase();
             let rank = if d == "*" {
@@ -66,8 +75,7 @@ pub(crate) fn select_virtual_host<'a>(
             } else if let Some(prefix) = d.strip_suffix('*') {
                 (host.len() > prefix.len() && host.starts_with(prefix)).then_some((1, prefix.len()))
             } else {
-                (d == host || strip_port(&d) == host && d.contains(':') == authority.contains(':'))
-                    .then_some((3, d.len()))
+                (d == host).then_some((3, d.len()))
             };
             if let Some((class, len)) = rank {
                 if best.is_none_or(|(c, l, _)| (class, len) > (c, l)) {
@@ -105,15 +113,11 @@ pub(crate) fn matched_prefix(route: &Route) -> Option<&str> {
     }
 }
 
+/// The authority without its port, as Envoy's `HeaderUtility::getPortStart` finds it: from the
+/// last `:` unless that is inside an IPv6 literal's brackets (`[::1]` keeps all of itself).
 fn strip_port(authority: &str) -> &str {
-    if authority.starts_with('[') {
-        return authority
-            .split(']')
-            .next()
-            .map_or(authority, |h| &authority[..h.len() + 1]);
-    }
-    match authority.rsplit_once(':') {
-        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
+    match authority.rfind(':') {
+        Some(colon) if authority.rfind(']').is_none_or(|end| end < colon) => &authority[..colon],
         _ => authority,
     }
 }
@@ -233,6 +237,14 @@ mod tests {
         assert_eq!(status(&v, &view("/é", "GET", &h)), 0);
     }
 
+    fn table(hosts: Vec<VirtualHost>, ignore_port: bool) -> RouteConfig {
+        RouteConfig {
+            virtual_hosts: hosts,
+            ignore_port_in_host_matching: ignore_port,
+            ..RouteConfig::default()
+        }
+    }
+
     #[test]
     fn picks_most_specific_host() {
         let hosts = vec![
@@ -241,13 +253,63 @@ mod tests {
             vh("exact", &["api.example.com"], vec![]),
             vh("pre", &["api.*"], vec![]),
         ];
-        let name = |a: &str| select_virtual_host(&hosts, a).map(|v| v.name.clone());
+        let ignoring = table(hosts.clone(), true);
+        let name = |a: &str| select_virtual_host(&ignoring, a).map(|v| v.name.clone());
         assert_eq!(name("api.example.com:9000").as_deref(), Some("exact"));
         assert_eq!(name("www.example.com").as_deref(), Some("wild"));
         assert_eq!(name("api.other.org").as_deref(), Some("pre"));
         assert_eq!(name("localhost").as_deref(), Some("any"));
         assert_eq!(name("[::1]:9000").as_deref(), Some("any"));
-        assert!(select_virtual_host(&hosts[1..3], "nope").is_none());
+        assert!(select_virtual_host(&table(hosts[1..3].to_vec(), true), "nope").is_none());
+    }
+
+    /// Envoy 1.39.3's answers (the suite's `proxy_host_match` checks them against stock Envoy).
+    #[test]
+    fn the_port_is_part_of_the_host_unless_ignored() {
+        let hosts = vec![
+            vh("plain", &["example.com"], vec![]),
+            vh("with_port", &["example.com:8443"], vec![]),
+            vh("suffix", &["*.example.org"], vec![]),
+            vh("prefix", &["api.*"], vec![]),
+            vh("v6", &["[::1]"], vec![]),
+        ];
+        for (ignore_port, cases) in [
+            (
+                false,
+                [
+                    ("example.com", Some("plain")),
+                    ("Example.COM:8443", Some("with_port")),
+                    ("example.com:80", None),
+                    ("www.example.org", Some("suffix")),
+                    ("www.example.org:1", None),
+                    ("api.x:9", Some("prefix")),
+                    ("[::1]", Some("v6")),
+                    ("[::1]:80", None),
+                ],
+            ),
+            (
+                true,
+                [
+                    ("example.com", Some("plain")),
+                    ("Example.COM:8443", Some("plain")),
+                    ("example.com:", Some("plain")),
+                    ("www.example.org", Some("suffix")),
+                    ("www.example.org:1", Some("suffix")),
+                    ("api.x:9", Some("prefix")),
+                    ("[::1]", Some("v6")),
+                    ("[::1]:80", Some("v6")),
+                ],
+            ),
+        ] {
+            let t = table(hosts.clone(), ignore_port);
+            for (authority, want) in cases {
+                assert_eq!(
+                    select_virtual_host(&t, authority).map(|v| v.name.as_str()),
+                    want,
+                    "{authority}, ignore_port_in_host_matching {ignore_port}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -29,5 +29,5 @@ pub use listener::{
     bind_reuseport, bind_reuseport_socket, probe_port_free, ListenerShared, ListenerStats,
     ListenerUpdate,
 };
-pub use shared::ServerShared;
+pub use shared::{ServerShared, StoppedListeners};
 pub use tcp_proxy::{serve as serve_tcp_proxy, TcpProxyRuntime};

@@ -3,6 +3,7 @@
 //! and token buckets among it), and the swap seam for TLS contexts and listener updates.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -90,6 +91,9 @@ pub struct ListenerShared {
     pub proxy_protocol: bool,
     /// Outside the global connection limit (`ignore_global_conn_limit`).
     pub ignore_global_conn_limit: bool,
+    /// `traffic_direction: INBOUND` (admin `/drain_listeners?inboundonly` stops it); follows
+    /// updates.
+    inbound: AtomicBool,
     /// Handshakes in progress per source (`handshake_limit`), kept across updates.
     handshakes: Arc<HandshakeTable>,
     /// The token buckets of this listener's rate limit filters, by filter path.
@@ -100,6 +104,7 @@ pub struct ListenerShared {
 pub struct ListenerUpdate {
     chains: Vec<Arc<ChainRuntime>>,
     admission: ListenerAdmission,
+    inbound: bool,
 }
 
 impl ListenerShared {
@@ -120,6 +125,7 @@ impl ListenerShared {
             admission: ArcSwap::from_pointee(ListenerAdmission::none(handshakes.clone())),
             proxy_protocol: cfg.proxy_protocol,
             ignore_global_conn_limit: cfg.ignore_global_conn_limit,
+            inbound: AtomicBool::new(cfg.inbound),
             handshakes,
             buckets: BucketRegistry::default(),
         };
@@ -153,7 +159,11 @@ impl ListenerShared {
             &self.buckets,
             self.handshakes.clone(),
         );
-        Ok(ListenerUpdate { chains, admission })
+        Ok(ListenerUpdate {
+            chains,
+            admission,
+            inbound: cfg.inbound,
+        })
     }
 
     /// Put new filter chains (new TLS contexts) and admission filters in place without
@@ -161,6 +171,12 @@ impl ListenerShared {
     pub fn update(&self, u: ListenerUpdate) {
         self.admission.store(Arc::new(u.admission));
         self.chains.store(Arc::new(u.chains));
+        self.inbound.store(u.inbound, Ordering::Relaxed);
+    }
+
+    /// `traffic_direction: INBOUND`.
+    pub fn inbound(&self) -> bool {
+        self.inbound.load(Ordering::Relaxed)
     }
 }
 

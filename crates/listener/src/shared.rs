@@ -1,9 +1,33 @@
 //! State every worker shares: the global connection limit (Envoy's overload manager
-//! `global_downstream_max_connections`) and the server gauges.
+//! `global_downstream_max_connections`), the server gauges, and which listeners admin
+//! `/drain_listeners` has stopped.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use quickshake_stats::{Gauge, Store};
+use tokio::sync::watch;
+
+/// Which listeners admin `/drain_listeners` has stopped (Envoy's `StopListenersType`): a
+/// stopped listener accepts no new connection; those it accepted go on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StoppedListeners {
+    #[default]
+    None,
+    /// `inboundonly`: the listeners with `traffic_direction: INBOUND`.
+    InboundOnly,
+    All,
+}
+
+impl StoppedListeners {
+    /// Whether a listener (`inbound`: its `traffic_direction` is INBOUND) is stopped.
+    pub fn covers(self, inbound: bool) -> bool {
+        match self {
+            StoppedListeners::None => false,
+            StoppedListeners::InboundOnly => inbound,
+            StoppedListeners::All => true,
+        }
+    }
+}
 
 /// State every worker shares: the global connection limit and the server gauges.
 pub struct ServerShared {
@@ -12,6 +36,7 @@ pub struct ServerShared {
     unlimited: AtomicU64,
     limit: Option<u64>,
     total_connections: Gauge,
+    stopped: watch::Sender<StoppedListeners>,
 }
 
 impl ServerShared {
@@ -21,7 +46,24 @@ impl ServerShared {
             unlimited: AtomicU64::new(0),
             limit,
             total_connections: store.gauge("server.total_connections"),
+            stopped: watch::Sender::new(StoppedListeners::None),
         }
+    }
+
+    /// Stop `which` listeners (widening only: `All` stays `All`); their accept loops end.
+    pub fn stop_listeners(&self, which: StoppedListeners) {
+        self.stopped.send_if_modified(|s| {
+            let widen = which > *s;
+            if widen {
+                *s = which;
+            }
+            widen
+        });
+    }
+
+    /// Which listeners are stopped, watched by every accept loop.
+    pub fn stopped_listeners(&self) -> watch::Receiver<StoppedListeners> {
+        self.stopped.subscribe()
     }
 
     /// Count a new connection in, unless the overload manager's limit is reached.

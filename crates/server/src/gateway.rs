@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use quickshake_config::{Bootstrap, Listener};
 use quickshake_keyprovider::Providers;
@@ -11,7 +12,7 @@ use quickshake_upstream::ClusterManager;
 use tokio::sync::{mpsc, watch};
 
 use quickshake_listener::{
-    bind_reuseport, probe_port_free, ListenerShared, ServerError, ServerShared,
+    bind_reuseport, probe_port_free, ListenerShared, ServerError, ServerShared, StoppedListeners,
 };
 
 use crate::options::GatewayOptions;
@@ -23,6 +24,7 @@ pub struct Gateway {
     pub listeners: Vec<Arc<ListenerShared>>,
     pub shared: Arc<ServerShared>,
     drain_tx: watch::Sender<bool>,
+    drain_time: Duration,
     workers: Vec<JoinHandle<()>>,
     cmds: Workers,
 }
@@ -179,6 +181,7 @@ impl Gateway {
             listeners,
             shared,
             drain_tx,
+            drain_time: opts.drain_time,
             workers,
             cmds: Workers(cmds),
         })
@@ -191,7 +194,11 @@ impl Gateway {
 
     /// A handle that starts a graceful drain when called.
     pub fn drain_handle(&self) -> DrainHandle {
-        DrainHandle(self.drain_tx.clone())
+        DrainHandle {
+            drain: self.drain_tx.clone(),
+            server: self.shared.clone(),
+            drain_time: self.drain_time,
+        }
     }
 
     /// Wait for every worker to stop (after a drain).
@@ -203,14 +210,28 @@ impl Gateway {
 }
 
 /// Starts a graceful drain: listeners stop accepting, open connections finish their requests.
+/// Also stops listeners alone, the process running on (admin `/drain_listeners`).
 #[derive(Clone)]
-pub struct DrainHandle(watch::Sender<bool>);
+pub struct DrainHandle {
+    drain: watch::Sender<bool>,
+    server: Arc<ServerShared>,
+    drain_time: Duration,
+}
 
 impl DrainHandle {
     pub fn drain(&self) {
-        let _ = self.0.send(true);
+        let _ = self.drain.send(true);
     }
     pub fn is_draining(&self) -> bool {
-        *self.0.borrow()
+        *self.drain.borrow()
+    }
+    /// Stop accepting on `which` listeners; their open connections go on, and so does the
+    /// process.
+    pub fn stop_listeners(&self, which: StoppedListeners) {
+        self.server.stop_listeners(which);
+    }
+    /// `--drain-time-s`.
+    pub fn drain_time(&self) -> Duration {
+        self.drain_time
     }
 }

@@ -22,3 +22,4 @@ mod worker;
 
 pub use gateway::{build_listeners, DrainHandle, Gateway, ListenerStop, Workers};
 pub use options::{GatewayOptions, HandshakePriority};
+pub use quickshake_listener::StoppedListeners;

@@ -269,7 +269,10 @@ async fn accept_loop(
     mut drain: watch::Receiver<bool>,
     mut stop: Option<watch::Receiver<bool>>,
 ) {
-    if *drain.borrow() {
+    // Admin `/drain_listeners` stops listeners without draining the process; a listener added
+    // after that (over xDS) and covered by it does not start.
+    let mut admin_stop = server.stopped_listeners();
+    if *drain.borrow() || admin_stop.borrow().covers(shared.inbound()) {
         return;
     }
     loop {
@@ -292,6 +295,13 @@ async fn accept_loop(
             () = stopped(&mut stop) => {
                 tracing::info!(listener = %shared.name, "listener removed; its connections finish");
                 break;
+            }
+            // (The sender lives in `server`, held here: it cannot close.)
+            changed = admin_stop.changed() => {
+                if changed.is_err() || admin_stop.borrow().covers(shared.inbound()) {
+                    tracing::info!(listener = %shared.name, "listener stopped (admin /drain_listeners); its connections finish");
+                    break;
+                }
             }
         }
     }

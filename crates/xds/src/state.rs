@@ -305,11 +305,19 @@ fn candidate(
     Ok(next)
 }
 
-/// The `sds_config` source of one secret reference (`None`: a file).
-fn secret_source(r: &Value) -> Option<(Source, bool)> {
+/// An SDS stream of its own: whether it is incremental, and the request metadata it opens with
+/// (its `grpc_services[0].initial_metadata`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SdsStream {
+    pub delta: bool,
+    pub initial_metadata: Vec<(String, String)>,
+}
+
+/// The `sds_config` source of one secret reference (`None`: a file), and its stream's options.
+fn secret_source(r: &Value) -> Option<(Source, SdsStream)> {
     let c = r.get("sds_config")?;
     if c.get("ads").is_some() {
-        return Some((Source::Ads, false));
+        return Some((Source::Ads, SdsStream::default()));
     }
     let api = c.get("api_config_source")?;
     let cluster = api
@@ -319,11 +327,19 @@ fn secret_source(r: &Value) -> Option<(Source, bool)> {
         .get("cluster_name")?
         .as_str()?;
     let delta = api.get("api_type").and_then(Value::as_str) == Some("DELTA_GRPC");
-    Some((Source::Cluster(cluster.to_owned()), delta))
+    // The resource holding it was accepted, so the source parses.
+    let initial_metadata = quickshake_config::api_config_source(api, "")
+        .map(|a| a.initial_metadata)
+        .unwrap_or_default();
+    let stream = SdsStream {
+        delta,
+        initial_metadata,
+    };
+    Some((Source::Cluster(cluster.to_owned()), stream))
 }
 
-/// Every secret reference of the accepted listeners and clusters: `(name, source, delta)`.
-fn secret_refs(resources: &Resources) -> Vec<(String, Source, bool)> {
+/// Every secret reference of the accepted listeners and clusters: `(name, source, stream)`.
+fn secret_refs(resources: &Resources) -> Vec<(String, Source, SdsStream)> {
     let mut out = Vec::new();
     let each = |k: Kind| resources.get(&k).into_iter().flat_map(|m| m.values());
     for e in each(Kind::Listener).chain(each(Kind::Cluster)) {
@@ -336,10 +352,10 @@ fn secret_refs(resources: &Resources) -> Vec<(String, Source, bool)> {
                 .chain(o.get("validation_context_sds_secret_config"))
                 .chain(o.get("session_ticket_keys_sds_secret_config"));
             for r in refs {
-                if let (Some((source, delta)), Some(n)) =
+                if let (Some((source, stream)), Some(n)) =
                     (secret_source(r), r.get("name").and_then(Value::as_str))
                 {
-                    out.push((n.to_owned(), source, delta));
+                    out.push((n.to_owned(), source, stream));
                 }
             }
         });
@@ -347,13 +363,12 @@ fn secret_refs(resources: &Resources) -> Vec<(String, Source, bool)> {
     out
 }
 
-/// The SDS streams of their own that the accepted resources need: cluster name and whether it
-/// is incremental.
-pub fn sds_streams(resources: &Resources) -> BTreeMap<String, bool> {
+/// The SDS streams of their own that the accepted resources need, by cluster name.
+pub fn sds_streams(resources: &Resources) -> BTreeMap<String, SdsStream> {
     secret_refs(resources)
         .into_iter()
-        .filter_map(|(_, s, delta)| match s {
-            Source::Cluster(c) => Some((c, delta)),
+        .filter_map(|(_, s, stream)| match s {
+            Source::Cluster(c) => Some((c, stream)),
             Source::Ads => None,
         })
         .collect()

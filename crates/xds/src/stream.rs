@@ -148,6 +148,8 @@ struct Spec {
     cluster: String,
     endpoint: XdsEndpoint,
     tls: Option<Arc<ClientTls>>,
+    /// `grpc_services[0].initial_metadata`, sent when the stream opens.
+    initial_metadata: Vec<(String, String)>,
 }
 
 /// Run the ADS stream for ever (and, as listeners name them, the SDS streams of their own).
@@ -159,6 +161,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         cluster: ads.cluster_name.clone(),
         endpoint: shared.opts.endpoint.clone(),
         tls: shared.opts.tls.clone(),
+        initial_metadata: ads.initial_metadata.clone(),
     };
     run_stream(spec, shared).await;
 }
@@ -201,7 +204,14 @@ fn start_sds_streams(shared: &Arc<Shared>) {
             .unwrap_or_else(PoisonError::into_inner);
         state::sds_streams(&r)
     };
-    for (cluster, delta) in wanted {
+    for (
+        cluster,
+        state::SdsStream {
+            delta,
+            initial_metadata,
+        },
+    ) in wanted
+    {
         if !shared
             .sds
             .lock()
@@ -219,6 +229,7 @@ fn start_sds_streams(shared: &Arc<Shared>) {
                     cluster,
                     endpoint,
                     tls,
+                    initial_metadata,
                 };
                 tokio::spawn(run_stream(spec, shared.clone()));
             }
@@ -271,7 +282,7 @@ async fn session(
         for o in first {
             let _ = tx.send(wire::delta_request(o, stamp())).await;
         }
-        let rx = ReceiverStream::new(rx);
+        let rx = with_metadata(ReceiverStream::new(rx), &spec.initial_metadata);
         let inbound = match spec.service {
             Service::Ads => AggregatedDiscoveryServiceClient::new(ch)
                 .max_decoding_message_size(MAX)
@@ -290,7 +301,7 @@ async fn session(
         for o in first {
             let _ = tx.send(wire::sotw_request(o, stamp())).await;
         }
-        let rx = ReceiverStream::new(rx);
+        let rx = with_metadata(ReceiverStream::new(rx), &spec.initial_metadata);
         let inbound = match spec.service {
             Service::Ads => AggregatedDiscoveryServiceClient::new(ch)
                 .max_decoding_message_size(MAX)
@@ -340,6 +351,27 @@ async fn session(
         }
         start_sds_streams(shared);
     }
+}
+
+/// The stream's request with its `initial_metadata` as request headers, as Envoy's gRPC client
+/// sends them (keys lower case, values as written; the configuration parser checked both, an
+/// entry that still is not a header is left out with a warning).
+fn with_metadata<T>(requests: T, metadata: &[(String, String)]) -> tonic::Request<T> {
+    let mut headers = http::HeaderMap::new();
+    for (key, value) in metadata {
+        match (
+            http::HeaderName::from_bytes(key.as_bytes()),
+            http::HeaderValue::from_str(value),
+        ) {
+            (Ok(k), Ok(v)) => {
+                headers.append(k, v);
+            }
+            _ => tracing::warn!(%key, "initial_metadata entry is not a valid header; not sent"),
+        }
+    }
+    let mut request = tonic::Request::new(requests);
+    *request.metadata_mut() = tonic::metadata::MetadataMap::from_headers(headers);
+    request
 }
 
 enum Inbound {
@@ -417,8 +449,26 @@ fn version_hash(v: &str) -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use super::Backoff;
+    use super::{with_metadata, Backoff};
     use std::time::Duration;
+
+    #[test]
+    fn initial_metadata_becomes_request_headers() {
+        let entries = [
+            ("x-token".to_owned(), "a b".to_owned()),
+            ("x-token".to_owned(), "second".to_owned()),
+            ("bad key".to_owned(), "left out".to_owned()),
+        ];
+        let r = with_metadata((), &entries);
+        let values: Vec<_> = r
+            .metadata()
+            .get_all("x-token")
+            .iter()
+            .map(|v| v.to_str().unwrap_or_default().to_owned())
+            .collect();
+        assert_eq!(values, ["a b", "second"]);
+        assert_eq!(r.metadata().len(), 2);
+    }
 
     #[test]
     fn backoff_grows_jittered_and_caps() {

@@ -41,6 +41,10 @@ pub struct RouteConfig {
     /// false, routes may name clusters that do not exist (yet): such a route answers 503 with the
     /// `NC` response flag.
     pub validate_clusters: bool,
+    /// `ignore_port_in_host_matching` (default false): when set, the port of `Host` /
+    /// `:authority` is dropped before the virtual host is chosen; when not, it is part of the
+    /// host a domain must match, as in Envoy (`example.com` does not match `example.com:8443`).
+    pub ignore_port_in_host_matching: bool,
     /// The route configuration's header mutations (applied after the virtual host's).
     pub mutations: HeaderMutations,
 }

@@ -56,6 +56,9 @@ pub struct ApiConfigSource {
     /// `grpc_services[0].envoy_grpc.cluster_name`: a static cluster.
     pub cluster_name: String,
     pub set_node_on_first_message_only: bool,
+    /// `grpc_services[0].initial_metadata`: `(key, value)` pairs (keys lower case) sent as
+    /// request metadata when the stream opens, as Envoy sends them.
+    pub initial_metadata: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

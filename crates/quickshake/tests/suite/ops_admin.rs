@@ -35,7 +35,7 @@ static_resources:
 }
 
 /// One admin request through curl (Envoy answers chunked): status and body.
-fn call(admin: u16, method: &str, path: &str) -> (u16, String) {
+pub(crate) fn call(admin: u16, method: &str, path: &str) -> (u16, String) {
     let url = format!("http://127.0.0.1:{admin}{path}");
     let out = curl(&["-X", method, "-w", "\n%{http_code}", &url]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();

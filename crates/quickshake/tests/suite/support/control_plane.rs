@@ -166,6 +166,13 @@ impl ControlPlane {
         serde_json::from_str(&text).expect("status JSON")
     }
 
+    /// The request metadata of the last stream opened for the full gRPC `method` (e.g.
+    /// `/envoy.service.secret.v3.SecretDiscoveryService/StreamSecrets`): `{key: [values]}`,
+    /// `Null` when none was opened.
+    pub fn stream_metadata(&self, method: &str) -> serde_json::Value {
+        self.status()["stream_metadata"][method].clone()
+    }
+
     /// `status()` for one node and type URL (`Null` when nothing was seen).
     pub fn type_status(&self, node: &str, type_url: &str) -> serde_json::Value {
         self.status()["nodes"][node]["types"][type_url].clone()

@@ -146,7 +146,7 @@ impl DataPlane {
     }
 
     /// Start from [`xds_bootstrap`] as `edit` changes it.
-    fn start_edited(
+    pub fn start_edited(
         plane: Plane,
         mode: Mode,
         node_id: &str,
