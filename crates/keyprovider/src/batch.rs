@@ -7,6 +7,8 @@
 //! it processes whatever the same batch still holds. A generation number tells a stale flush
 //! (its batch was already processed full) from a live one.
 
+use std::time::Duration;
+
 /// When a partial batch is processed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BatchingMode {
@@ -14,6 +16,79 @@ pub enum BatchingMode {
     Timer,
     /// quickshake's: as soon as the worker has no other runnable work.
     Adaptive,
+    /// quickshake's default: as adaptive, then wait for more operations only while the arrival
+    /// rate says they come within the handshake's latency budget and would lower the CPU per
+    /// operation (`crate::budget`).
+    Budget,
+}
+
+impl BatchingMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            BatchingMode::Timer => "timer",
+            BatchingMode::Adaptive => "adaptive",
+            BatchingMode::Budget => "budget",
+        }
+    }
+}
+
+/// Which handshakes share a queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueScope {
+    /// Envoy's: one queue per worker; a batch holds one worker's handshakes.
+    Worker,
+    /// One queue per provider for every worker: N workers at a fraction of saturation still
+    /// fill batches. The worker that fills (or flushes) a batch computes it; each result goes
+    /// back to the handshake that queued it, on its own worker.
+    Shared,
+}
+
+impl QueueScope {
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueScope::Worker => "per_worker",
+            QueueScope::Shared => "shared",
+        }
+    }
+}
+
+/// When and with whom a provider's operations are batched, fixed at construction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batching {
+    pub mode: BatchingMode,
+    /// Envoy's timer (timer mode); the longest a partial batch waits in the other modes.
+    pub poll_delay: Duration,
+    /// The latency budget of a handshake (budget mode): no handshake waits longer in all.
+    pub max_batch_delay: Duration,
+    pub scope: QueueScope,
+}
+
+impl Batching {
+    /// Envoy's per-worker timer or adaptive batching, as before budgets and shared queues.
+    pub fn per_worker(mode: BatchingMode, poll_delay: Duration) -> Self {
+        Batching {
+            mode,
+            poll_delay,
+            max_batch_delay: poll_delay,
+            scope: QueueScope::Worker,
+        }
+    }
+
+    /// The most a handshake's operations wait for their batches in all (budget mode):
+    /// `max_batch_delay`, never more than `poll_delay`.
+    pub fn budget(&self) -> Duration {
+        self.max_batch_delay.min(self.poll_delay)
+    }
+
+    /// How `doctor` and `/config_dump` describe it.
+    pub fn describe(&self) -> String {
+        let how = match self.mode {
+            BatchingMode::Timer => format!("timer ({:?})", self.poll_delay),
+            BatchingMode::Adaptive => format!("adaptive (at most {:?})", self.poll_delay),
+            BatchingMode::Budget => format!("budget ({:?})", self.budget()),
+        };
+        format!("{how}, {} queues", self.scope.name())
+    }
 }
 
 /// What the caller must do after `push`.

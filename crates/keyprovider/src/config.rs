@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use quickshake_config::{parse_duration, DataSource, PrivateKeyProvider};
 
-use crate::batch::BatchingMode;
+use crate::batch::{Batching, BatchingMode, QueueScope};
 use crate::error::ProviderError;
 
 pub const CRYPTOMB_TYPES: [&str; 2] = [
@@ -19,6 +19,14 @@ pub const QAT_TYPES: [&str; 2] = [
     "type.googleapis.com/envoy.extensions.private_key_providers.qat.v3alpha.QatPrivateKeyMethodConfig",
     "type.googleapis.com/envoy.extensions.private_key_providers.qat.v3alpha.QATPrivateKeyMethodConfig",
 ];
+
+/// `quickshake.batching`'s `poll_delay` when absent: adaptive's and the timer's bound.
+pub const DEFAULT_POLL_DELAY: Duration = Duration::from_millis(10);
+/// `quickshake.batching`'s latency budget when absent (budget mode): see docs/benchmarks.md,
+/// "Partial load", for the curve it was chosen from.
+pub const DEFAULT_MAX_BATCH_DELAY: Duration = Duration::from_millis(2);
+/// A budget is a handshake's added latency: past a second it is a misconfiguration.
+const MAX_MAX_BATCH_DELAY: Duration = Duration::from_secs(1);
 
 /// The engines `engine:` names in every binary, as errors list them.
 pub(crate) const BUILT_IN_ENGINES: &str =
@@ -46,8 +54,9 @@ pub enum EngineChoice {
 pub struct ProviderConfig {
     pub provider_name: String,
     pub private_key: DataSource,
-    pub poll_delay: Duration,
-    pub mode: BatchingMode,
+    /// When and with whom operations are batched (`poll_delay`, `batching`,
+    /// `max_batch_delay`, `queues`).
+    pub batching: Batching,
     pub engine: EngineChoice,
     /// Envoy semantics (always the engine) vs quickshake's (scalar path below the crossover).
     pub envoy_semantics: bool,
@@ -136,8 +145,7 @@ fn decode_cryptomb(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderE
     Ok(ProviderConfig {
         provider_name: cfg.provider_name.clone(),
         private_key: private_key(cfg)?,
-        poll_delay: poll_delay(cfg, None)?,
-        mode: BatchingMode::Timer,
+        batching: Batching::per_worker(BatchingMode::Timer, poll_delay(cfg, None)?),
         engine: EngineChoice::Auto,
         envoy_semantics: true,
         batch_key_exchange: false,
@@ -150,8 +158,7 @@ fn decode_qat(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderError>
     Ok(ProviderConfig {
         provider_name: cfg.provider_name.clone(),
         private_key: private_key(cfg)?,
-        poll_delay: poll_delay(cfg, None)?,
-        mode: BatchingMode::Timer,
+        batching: Batching::per_worker(BatchingMode::Timer, poll_delay(cfg, None)?),
         engine: EngineChoice::Qat,
         envoy_semantics: true,
         batch_key_exchange: false,
@@ -183,6 +190,8 @@ fn decode_batching(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderE
         "poll_delay",
         "engine",
         "batching",
+        "max_batch_delay",
+        "queues",
         "batch_key_exchange",
     ];
     if let EngineChoice::Extra { name, .. } = &engine {
@@ -197,20 +206,56 @@ fn decode_batching(cfg: &PrivateKeyProvider) -> Result<ProviderConfig, ProviderE
             .ok_or_else(|| invalid(field(cfg, "batch_key_exchange"), "expected true or false"))?,
     };
     let mode = match cfg.typed_config.get("batching").map(|v| v.as_str()) {
-        None | Some(Some("adaptive")) => BatchingMode::Adaptive,
+        None | Some(Some("budget")) => BatchingMode::Budget,
+        Some(Some("adaptive")) => BatchingMode::Adaptive,
         Some(Some("timer")) => BatchingMode::Timer,
         _ => {
             return Err(invalid(
                 field(cfg, "batching"),
-                "expected timer or adaptive",
+                "expected budget, adaptive or timer",
             ))
         }
     };
+    let max_batch_delay = match cfg.typed_config.get("max_batch_delay") {
+        None => DEFAULT_MAX_BATCH_DELAY,
+        Some(_) if mode != BatchingMode::Budget => {
+            return Err(invalid(
+                field(cfg, "max_batch_delay"),
+                format!(
+                    "applies to batching: budget (this provider has batching: {}, bounded by poll_delay)",
+                    mode.name()
+                ),
+            ))
+        }
+        Some(v) => {
+            let path = field(cfg, "max_batch_delay");
+            let d = parse_duration(v, &path).map_err(|e| invalid(path.clone(), e.to_string()))?;
+            if d > MAX_MAX_BATCH_DELAY {
+                return Err(invalid(path, "must be at most 1s"));
+            }
+            d
+        }
+    };
+    let scope = match cfg.typed_config.get("queues").map(|v| v.as_str()) {
+        None | Some(Some("shared")) => QueueScope::Shared,
+        Some(Some("per_worker")) => QueueScope::Worker,
+        _ => {
+            return Err(invalid(
+                field(cfg, "queues"),
+                "expected shared or per_worker",
+            ))
+        }
+    };
+    let poll_delay = poll_delay(cfg, Some(DEFAULT_POLL_DELAY))?;
     Ok(ProviderConfig {
         provider_name: cfg.provider_name.clone(),
         private_key: private_key(cfg)?,
-        poll_delay: poll_delay(cfg, Some(Duration::from_millis(10)))?,
-        mode,
+        batching: Batching {
+            mode,
+            poll_delay,
+            max_batch_delay,
+            scope,
+        },
         engine,
         envoy_semantics: false,
         batch_key_exchange,
@@ -250,6 +295,49 @@ mod tests {
             err.contains("p.typed_config.batch_key_exchange") && err.contains("true or false"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn budget_is_the_default_and_its_fields_name_their_paths() {
+        let d = decode(&batching(serde_json::json!({}))).expect("valid");
+        assert_eq!(d.batching.mode, BatchingMode::Budget);
+        assert_eq!(d.batching.budget(), DEFAULT_MAX_BATCH_DELAY);
+        assert_eq!(d.batching.scope, QueueScope::Shared);
+        let d = decode(&batching(
+            serde_json::json!({"max_batch_delay": "10ms", "poll_delay": "5ms", "queues": "per_worker"}),
+        ))
+        .expect("valid");
+        assert_eq!(
+            d.batching.budget(),
+            Duration::from_millis(5),
+            "poll_delay caps it"
+        );
+        assert_eq!(d.batching.scope, QueueScope::Worker);
+        for (fields, path, reason) in [
+            (
+                serde_json::json!({"batching": "adaptive", "max_batch_delay": "1ms"}),
+                "p.typed_config.max_batch_delay",
+                "applies to batching: budget",
+            ),
+            (
+                serde_json::json!({"max_batch_delay": "2s"}),
+                "p.typed_config.max_batch_delay",
+                "at most 1s",
+            ),
+            (
+                serde_json::json!({"queues": "global"}),
+                "p.typed_config.queues",
+                "shared or per_worker",
+            ),
+            (
+                serde_json::json!({"batching": "eager"}),
+                "p.typed_config.batching",
+                "budget, adaptive or timer",
+            ),
+        ] {
+            let err = decode(&batching(fields)).expect_err(path).to_string();
+            assert!(err.contains(path) && err.contains(reason), "{err}");
+        }
     }
 
     #[test]

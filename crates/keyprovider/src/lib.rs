@@ -1,8 +1,9 @@
 //! Asynchronous private key providers, as Envoy's `private_key_provider` configures them.
 //!
 //! This crate owns the provider framework (registry by `provider_name`, typed configs with
-//! checked `@type` URLs, Envoy's `fallback`), the per-worker batching queues (Envoy's timer
-//! semantics and quickshake's adaptive mode), the engine interface with its engines (Intel
+//! checked `@type` URLs, Envoy's `fallback`), the batching queues (per worker with Envoy's
+//! timer semantics, or shared by every worker; quickshake's adaptive mode and its latency
+//! budget, whose pure decision is `budget`), the engine interface with its engines (Intel
 //! crypto_mb loaded at run time, our multi-buffer engines, BoringSSL software, PKCS#11 tokens
 //! on their own pool of sessions in `pkcs11`; engines the embedding binary supplies through
 //! `extension`, such as the test-only fault injector), and the checks around
@@ -10,7 +11,8 @@
 //! verification of every RSA result out.
 //!
 //! The pipeline points one way: `method` (BoringSSL's key method: hash, pad, queue) →
-//! `queue` (*when* a batch runs: per-worker queues, timer or adaptive flush) → `provider`
+//! `queue` (*when* a batch runs and with whom: per-worker or shared queues, timer, adaptive or
+//! budget flush, deciding with `budget`) → `provider`
 //! (*how* it is computed and checked, and *where*: a [`provider::Placement`] fixed at
 //! construction; the checks themselves in `check`) → `engine` (the raw operations). The
 //! operation types live in the leaf `op`.
@@ -22,10 +24,12 @@
 //! material to logs, stats, errors or `Debug`. It loads crypto_mb only from the directory
 //! [`EngineOptions::crypto_mb_dir`] names (else the system loader's path), and only when a
 //! provider (or `doctor`) asks for it. `unsafe` is confined to the crypto_mb FFI module
-//! and the thread-priority calls in `priority`, each saying why it needs it.
+//! the thread-priority calls in `priority` and the budget's `timerfd` in `timer`, each saying
+//! why it needs it.
 #![deny(unsafe_code)]
 
 pub mod batch;
+pub mod budget;
 mod check;
 pub mod config;
 pub mod engine;
@@ -44,8 +48,9 @@ pub mod provider;
 pub mod queue;
 pub mod registry;
 pub mod stats;
+pub mod timer;
 
-pub use batch::BatchingMode;
+pub use batch::{Batching, BatchingMode, QueueScope};
 pub use config::{EngineChoice, ProviderConfig};
 pub use engines::Engines;
 pub use error::ProviderError;

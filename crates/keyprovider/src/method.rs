@@ -4,18 +4,39 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use boring::ex_data::Index;
 use boring::ssl::{
-    AsyncPrivateKeyMethod, AsyncPrivateKeyMethodError, BoxPrivateKeyMethodFuture, SslRef,
+    AsyncPrivateKeyMethod, AsyncPrivateKeyMethodError, BoxPrivateKeyMethodFuture, Ssl, SslRef,
     SslSignatureAlgorithm,
 };
 
 use crate::engine::wipe;
 use crate::key::{KeyType, ProviderKey};
-use crate::op::{KexShare, OpKind, PendingOp};
+use crate::op::{HandshakeWait, KexShare, OpKind, PendingOp};
 use crate::padding::{pkcs1_v15_hashed, pss_hashed, SigAlg, SignView};
 use crate::queue::Queues;
+
+/// The SSL ex_data slot holding a handshake's [`HandshakeWait`] (`None`: BoringSSL had no
+/// index to give; each operation then has a budget of its own).
+fn wait_index() -> Option<Index<Ssl, HandshakeWait>> {
+    static INDEX: OnceLock<Option<Index<Ssl, HandshakeWait>>> = OnceLock::new();
+    *INDEX.get_or_init(|| Ssl::new_ex_index().ok())
+}
+
+/// The wait shared by every operation of `ssl`'s handshake (created by its first).
+fn handshake_wait(ssl: &mut SslRef) -> HandshakeWait {
+    let Some(index) = wait_index() else {
+        return HandshakeWait::default();
+    };
+    if let Some(wait) = ssl.ex_data(index) {
+        return wait.clone();
+    }
+    let wait = HandshakeWait::default();
+    ssl.set_ex_data(index, wait.clone());
+    wait
+}
 
 /// The key method installed on a certificate's `SSL_CTX`: one key, fixed for the life of the
 /// context, so a handshake always signs with the key of the certificate it was given. Key
@@ -49,15 +70,20 @@ impl ProviderMethod {
         self.queues.provider().batches_key_exchange()
     }
 
-    /// Queue one X25519 key exchange with the peer's 32-byte share on this worker. Resolves to
-    /// our share and the secret, or to `None` when the handshake should compute it itself (not
-    /// batched here, a batch below the crossover, an engine error, a low-order share).
-    pub fn x25519(&self, peer: &[u8]) -> Pin<Box<dyn Future<Output = Option<KexShare>> + Send>> {
+    /// Queue one X25519 key exchange of `ssl`'s handshake with the peer's 32-byte share.
+    /// Resolves to our share and the secret, or to `None` when the handshake should compute it
+    /// itself (not batched here, a batch below the crossover, an engine error, a low-order
+    /// share).
+    pub fn x25519(
+        &self,
+        ssl: &mut SslRef,
+        peer: &[u8],
+    ) -> Pin<Box<dyn Future<Output = Option<KexShare>> + Send>> {
         if peer.len() != 32 || !self.batches_key_exchange() {
             return Box::pin(async { None });
         }
         let (op, rx) = PendingOp::new(OpKind::X25519, self.key.clone(), peer.to_vec());
-        self.queues.submit(op);
+        self.queues.submit(op.in_handshake(handshake_wait(ssl)));
         Box::pin(async move {
             let mut bytes = rx.await.ok()?.ok()?;
             let share = (bytes.len() == 64).then(|| {
@@ -76,11 +102,13 @@ impl ProviderMethod {
 
     fn queue(
         &self,
+        ssl: &mut SslRef,
         kind: OpKind,
         input: Vec<u8>,
         signing: Option<SignView>,
     ) -> BoxPrivateKeyMethodFuture {
         let (op, rx) = PendingOp::new(kind, self.key.clone(), input);
+        let op = op.in_handshake(handshake_wait(ssl));
         let op = match signing {
             Some(view) => op.with_signing(view),
             None => op,
@@ -105,7 +133,7 @@ impl ProviderMethod {
 impl AsyncPrivateKeyMethod for ProviderMethod {
     fn sign(
         &self,
-        _ssl: &mut SslRef,
+        ssl: &mut SslRef,
         input: &[u8],
         alg: SslSignatureAlgorithm,
         _output: &mut [u8],
@@ -140,12 +168,12 @@ impl AsyncPrivateKeyMethod for ProviderMethod {
             _ => return Err(AsyncPrivateKeyMethodError),
         };
         let prepared = prepared.map_err(|_| AsyncPrivateKeyMethodError)?;
-        Ok(self.queue(kind, prepared, signing))
+        Ok(self.queue(ssl, kind, prepared, signing))
     }
 
     fn decrypt(
         &self,
-        _ssl: &mut SslRef,
+        ssl: &mut SslRef,
         input: &[u8],
         _output: &mut [u8],
     ) -> Result<BoxPrivateKeyMethodFuture, AsyncPrivateKeyMethodError> {
@@ -154,6 +182,6 @@ impl AsyncPrivateKeyMethod for ProviderMethod {
         if k == 0 || input.len() != k {
             return Err(AsyncPrivateKeyMethodError);
         }
-        Ok(self.queue(OpKind::RsaDecrypt, input.to_vec(), None))
+        Ok(self.queue(ssl, OpKind::RsaDecrypt, input.to_vec(), None))
     }
 }

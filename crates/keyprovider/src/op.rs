@@ -2,8 +2,9 @@
 //! waits in, its input and reply channel, and why it may produce no result. A leaf: the key
 //! method creates operations, the queues hold them, the provider computes them.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -58,6 +59,24 @@ pub enum OpError {
 
 pub type OpResult = Result<Vec<u8>, OpError>;
 
+/// How long a handshake's operations have waited for their batches so far, shared by its
+/// operations (its key exchange, then its signature): the latency budget is the handshake's.
+#[derive(Debug, Clone, Default)]
+pub struct HandshakeWait(Arc<AtomicU64>);
+
+impl HandshakeWait {
+    /// The wait so far.
+    pub fn waited(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
+
+    /// Add an operation's wait; the handshake's total.
+    pub fn add(&self, waited: Duration) -> Duration {
+        let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+        Duration::from_nanos(self.0.fetch_add(ns, Ordering::Relaxed).saturating_add(ns))
+    }
+}
+
 /// One queued operation. It holds the key it started with.
 pub struct PendingOp {
     pub kind: OpKind,
@@ -68,7 +87,10 @@ pub struct PendingOp {
     /// sign with a device's own padding (PKCS#11 `CKM_RSA_PKCS_PSS`/`CKM_RSA_PKCS`); other
     /// engines use `input` and ignore it. `None` for decryptions and ECDSA.
     pub signing: Option<SignView>,
+    /// When it was queued, on the event loop's clock.
     pub enqueued: Instant,
+    /// Its handshake's wait so far (a fresh one for an operation on its own).
+    pub handshake: HandshakeWait,
     pub reply: oneshot::Sender<OpResult>,
 }
 
@@ -85,10 +107,17 @@ impl PendingOp {
             key,
             input,
             signing: None,
-            enqueued: Instant::now(),
+            enqueued: crate::queue::now(),
+            handshake: HandshakeWait::default(),
             reply,
         };
         (op, rx)
+    }
+
+    /// The same operation, as part of a handshake whose operations share one budget.
+    pub fn in_handshake(mut self, handshake: HandshakeWait) -> PendingOp {
+        self.handshake = handshake;
+        self
     }
 
     /// The same operation, carrying how its RSA signature is made (see [`signing`](Self::signing)).

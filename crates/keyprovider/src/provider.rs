@@ -16,6 +16,11 @@ use crate::op::{OpClass, OpError, OpKind, OpResult, PendingOp};
 use crate::padding::SignView;
 use crate::stats::ProviderStats;
 
+/// How long an operation has waited since it was queued, on the event loop's clock.
+fn waited(op: &PendingOp) -> std::time::Duration {
+    crate::queue::now().saturating_duration_since(op.enqueued)
+}
+
 /// Where a provider's batches are computed. Fixed when the provider is built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
@@ -109,6 +114,27 @@ impl ProviderCore {
         self.settings.batch_key_exchange
     }
 
+    pub fn stats(&self) -> &ProviderStats {
+        &self.stats
+    }
+
+    /// The smallest batch of `class` worth this engine's batch call (`usize::MAX`: it does not
+    /// batch the class, or this provider always uses the engine and has no crossover).
+    pub fn min_batch(&self, class: OpClass) -> usize {
+        let caps = self.engine.capabilities();
+        match class {
+            OpClass::Rsa if self.settings.use_crossover => caps.rsa_min_batch,
+            OpClass::Ecdsa if self.settings.use_crossover && caps.ecdsa_p256 => {
+                caps.ecdsa_min_batch
+            }
+            OpClass::Kex => caps.x25519_min_batch,
+            // Envoy's semantics: every batch goes to the engine, any size gains.
+            OpClass::Rsa => 2,
+            OpClass::Ecdsa if caps.ecdsa_p256 => 2,
+            OpClass::Ecdsa => usize::MAX,
+        }
+    }
+
     /// Whether a batch is computing off the worker (on the batch thread) right now.
     pub fn computing(&self) -> bool {
         self.in_flight.load(Ordering::Acquire) > 0
@@ -195,7 +221,7 @@ impl ProviderCore {
         exec.execute(Box::new(move |run: bool| {
             let (live, late): (Vec<PendingOp>, Vec<PendingOp>) = batch
                 .into_iter()
-                .partition(|op| run && op.enqueued.elapsed() < deadline);
+                .partition(|op| run && waited(op) < deadline);
             for op in late {
                 if !(run && watched) {
                     core.stats.failed.inc();
@@ -268,7 +294,7 @@ impl ProviderCore {
             }
             self.stats
                 .op_wait_ms
-                .record(op.enqueued.elapsed().as_secs_f64() * 1000.0);
+                .record(waited(&op).as_secs_f64() * 1000.0);
             // The handshake may be gone (client closed); nothing to do then.
             let _ = op.reply.send(result);
         }

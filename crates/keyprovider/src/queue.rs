@@ -1,90 +1,222 @@
-//! Per-worker queues: *when* a batch runs. Each worker runs a current-thread event loop, so
-//! its queues live in a thread-local and need no lock; an operation is queued, processed and
-//! resumed on the worker that started its handshake. The provider ([`ProviderCore`]) decides
-//! how and where a batch is computed; this module only hands it full or flushed batches.
+//! The queues: *when* a batch runs, and with whom. The provider ([`ProviderCore`]) decides how
+//! and where a batch is computed; this module only hands it full or flushed batches.
+//!
+//! Two scopes ([`QueueScope`]). Per worker (Envoy's): each worker runs a current-thread event
+//! loop, so its queues live in a thread-local and need no lock; an operation is queued,
+//! processed and resumed on the worker that started its handshake. Shared (quickshake.batching's
+//! default): one queue per provider and operation class behind a mutex held only to push or
+//! take (never while computing); the worker whose push fills a batch, or whose flush fires,
+//! computes it, and every result goes back on its operation's own channel to the handshake
+//! that queued it, on that handshake's worker. No worker waits for another: a worker whose
+//! operation sits in a batch another worker computes keeps serving meanwhile.
 //!
 //! A [`Queues`] is shared by every `SSL_CTX` of one certificate field and survives key
 //! rotation (the registry hands a rotated key the same `Queues`). A worker's queue for a
 //! `Queues` that is gone (its certificate was removed or reconfigured) is dropped the next
 //! time that worker creates a queue, so the per-worker map holds only live providers.
+//!
+//! Clocks: every instant here is tokio's (`tokio::time::Instant`, as `std` instants), so tests
+//! run the budget in virtual time.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
-use crate::batch::{BatchQueue, BatchingMode, PushOutcome};
+use tokio::sync::Notify;
+
+use crate::batch::{BatchQueue, Batching, BatchingMode, PushOutcome, QueueScope};
+use crate::budget::{decide, ArrivalRate, Decision, Partial};
 use crate::op::{OpClass, PendingOp};
 use crate::provider::ProviderCore;
+use crate::timer::Timer;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Now, on the event loop's clock (virtual in tests that pause time).
+pub(crate) fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
 
 /// The batching side of one provider: when its batches are handed to the provider.
 pub struct Queues {
     id: u64,
-    mode: BatchingMode,
-    poll_delay: Duration,
+    batching: Batching,
     provider: Arc<ProviderCore>,
+    timer: Timer,
+    /// The queues of [`QueueScope::Shared`], one per operation class.
+    shared: Mutex<HashMap<OpClass, Slot>>,
 }
 
-struct WorkerQueue {
+/// One queue (of one worker, or shared) with what the budget needs to know about it.
+struct Slot {
     queue: BatchQueue<PendingOp>,
+    /// The least budget any operation of the batch being filled has left (budget mode).
+    budget_left: Option<Duration>,
+    rate: ArrivalRate,
+    /// Since when, and until when, the batch being filled waits for arrivals (budget mode).
+    waiting_since: Option<Instant>,
+    wait_end: Option<Instant>,
+    /// Wakes the waiting flush when its batch was taken full or its wait must end sooner.
+    wake: Arc<Notify>,
+}
+
+/// A batch taken from a queue, with the instant its chosen wait began (if it waited).
+struct Taken {
+    ops: Vec<PendingOp>,
+    waited_from: Option<Instant>,
+}
+
+impl Slot {
+    fn new(lanes: usize) -> Self {
+        Slot {
+            queue: BatchQueue::new(lanes),
+            budget_left: None,
+            rate: ArrivalRate::default(),
+            waiting_since: None,
+            wait_end: None,
+            wake: Arc::new(Notify::new()),
+        }
+    }
+
+    fn push(
+        &mut self,
+        op: PendingOp,
+        budget: Option<Duration>,
+        now: Instant,
+    ) -> (PushOutcome<PendingOp>, Option<Instant>) {
+        let waiting = self.waiting_since;
+        self.rate.arrival(now, waiting.is_some());
+        if let Some(budget) = budget {
+            // What the handshake's earlier operations left of its budget.
+            let left = budget.saturating_sub(op.handshake.waited());
+            self.budget_left = Some(self.budget_left.map_or(left, |x| x.min(left)));
+            if let Some(end) = self.wait_end {
+                if now + left < end {
+                    // This operation cannot wait as long as the batch was going to.
+                    self.wait_end = Some(now + left);
+                    self.wake.notify_one();
+                }
+            }
+        }
+        let outcome = self.queue.push(op);
+        if matches!(outcome, PushOutcome::Full(_)) {
+            self.taken(now);
+            return (outcome, waiting);
+        }
+        (outcome, None)
+    }
+
+    fn flush(&mut self, generation: u64, now: Instant) -> Option<Taken> {
+        let ops = self.queue.flush(generation)?;
+        let waited_from = self.waiting_since;
+        self.taken(now);
+        Some(Taken { ops, waited_from })
+    }
+
+    /// The batch being filled was taken: its wait, if any, is over.
+    fn taken(&mut self, now: Instant) {
+        if let Some(since) = self.waiting_since.take() {
+            self.rate.waited(now, now.saturating_duration_since(since));
+            self.wake.notify_one();
+        }
+        self.wait_end = None;
+        self.budget_left = None;
+    }
+
+    /// The batch of `generation`, if it is still being filled: its size and least budget left.
+    fn current(&self, generation: u64) -> Option<(usize, Duration)> {
+        (self.queue.generation() == generation && !self.queue.is_empty())
+            .then(|| (self.queue.len(), self.budget_left.unwrap_or_default()))
+    }
+}
+
+struct WorkerSlot {
+    slot: Slot,
     owner: Weak<Queues>,
 }
 
 thread_local! {
-    static QUEUES: RefCell<HashMap<(u64, OpClass), WorkerQueue>> = RefCell::new(HashMap::new());
+    static QUEUES: RefCell<HashMap<(u64, OpClass), WorkerSlot>> = RefCell::new(HashMap::new());
 }
 
-/// How many queues this thread holds (live providers times operation classes used here).
+/// How many per-worker queues this thread holds (live providers times operation classes used here).
 pub fn queues_on_this_thread() -> usize {
     QUEUES.with(|q| q.borrow().len())
 }
 
 impl Queues {
-    pub fn new(mode: BatchingMode, poll_delay: Duration, provider: Arc<ProviderCore>) -> Self {
+    pub fn new(batching: Batching, provider: Arc<ProviderCore>) -> Self {
         Queues {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            mode,
-            poll_delay,
+            batching,
             provider,
+            timer: Timer::default(),
+            shared: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The same queues ending budget waits with `timer` ([`Timer::Virtual`] for tests in
+    /// virtual time).
+    pub fn with_timer(mut self, timer: Timer) -> Self {
+        self.timer = timer;
+        self
     }
 
     pub fn provider(&self) -> &Arc<ProviderCore> {
         &self.provider
     }
 
+    pub fn batching(&self) -> Batching {
+        self.batching
+    }
+
     pub fn mode(&self) -> BatchingMode {
-        self.mode
+        self.batching.mode
     }
 
     pub fn poll_delay(&self) -> Duration {
-        self.poll_delay
+        self.batching.poll_delay
     }
 
-    /// Queue an operation on this worker; its reply arrives when its batch is processed.
+    /// The handshake budget operations carry in budget mode.
+    fn budget(&self) -> Option<Duration> {
+        (self.batching.mode == BatchingMode::Budget).then(|| self.batching.budget())
+    }
+
+    /// Run `f` on this provider's queue for `class`: this worker's, or the shared one.
+    fn with_slot<R>(self: &Arc<Self>, class: OpClass, f: impl FnOnce(&mut Slot) -> R) -> R {
+        let lanes = self.provider.lanes();
+        match self.batching.scope {
+            QueueScope::Shared => {
+                let mut map = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+                f(map.entry(class).or_insert_with(|| Slot::new(lanes)))
+            }
+            QueueScope::Worker => QUEUES.with(|q| {
+                let mut map = q.borrow_mut();
+                let key = (self.id, class);
+                if !map.contains_key(&key) {
+                    // A new provider on this worker: drop the queues of providers that are
+                    // gone (never one holding operations: those are flushed before it can go).
+                    map.retain(|_, w| w.owner.strong_count() > 0 || !w.slot.queue.is_empty());
+                }
+                let w = map.entry(key).or_insert_with(|| WorkerSlot {
+                    slot: Slot::new(lanes),
+                    owner: Arc::downgrade(self),
+                });
+                f(&mut w.slot)
+            }),
+        }
+    }
+
+    /// Queue an operation; its reply arrives when its batch is processed.
     pub fn submit(self: &Arc<Self>, op: PendingOp) {
         let class = op.kind.class();
-        let outcome = QUEUES.with(|q| {
-            let mut map = q.borrow_mut();
-            let key = (self.id, class);
-            if !map.contains_key(&key) {
-                // A new provider on this worker: drop the queues of providers that are gone
-                // (never one holding operations: those are flushed before it can go).
-                map.retain(|_, w| w.owner.strong_count() > 0 || !w.queue.is_empty());
-            }
-            map.entry(key)
-                .or_insert_with(|| WorkerQueue {
-                    queue: BatchQueue::new(self.provider.lanes()),
-                    owner: Arc::downgrade(self),
-                })
-                .queue
-                .push(op)
-        });
+        let budget = self.budget();
+        let (outcome, waited_from) = self.with_slot(class, |s| s.push(op, budget, now()));
         match outcome {
-            PushOutcome::Full(batch) => self.provider.dispatch(class, batch),
+            PushOutcome::Full(ops) => self.dispatch(class, Taken { ops, waited_from }),
             PushOutcome::Queued => {}
             PushOutcome::Arm { generation } => self.arm_flush(class, generation),
         }
@@ -97,28 +229,22 @@ impl Queues {
             return;
         };
         let queues = self.clone();
-        match self.mode {
-            BatchingMode::Timer => {
-                handle.spawn(async move {
-                    tokio::time::sleep(queues.poll_delay).await;
-                    queues.flush(class, generation);
-                });
+        handle.spawn(async move {
+            match queues.batching.mode {
+                BatchingMode::Timer => tokio::time::sleep(queues.batching.poll_delay).await,
+                BatchingMode::Adaptive => queues.adaptive_wait(class, generation).await,
+                BatchingMode::Budget => queues.budget_wait(class, generation).await,
             }
-            BatchingMode::Adaptive => {
-                handle.spawn(async move {
-                    queues.adaptive_wait(class, generation).await;
-                    queues.flush(class, generation);
-                });
-            }
-        }
+            queues.flush(class, generation);
+        });
     }
 
     /// Adaptive batching: wait while the batch still grows. Spawned tasks run after the work
     /// this worker already has ready. Each yield also lets the event loop collect newly
     /// readable sockets (more ClientHellos); flush once a round passes with no new arrival,
     /// the worker is then idle as far as this queue can tell. `poll_delay` bounds the wait.
-    async fn adaptive_wait(&self, class: OpClass, generation: u64) {
-        let deadline = tokio::time::Instant::now() + self.poll_delay;
+    async fn adaptive_wait(self: &Arc<Self>, class: OpClass, generation: u64) {
+        let deadline = tokio::time::Instant::now() + self.batching.poll_delay;
         let mut seen = 0;
         loop {
             tokio::task::yield_now().await;
@@ -126,15 +252,7 @@ impl Queues {
             if now == 0 || tokio::time::Instant::now() >= deadline {
                 return;
             }
-            // A batch is computing off the worker: let this one fill until it ends.
-            let done = self.provider.batch_done();
-            tokio::pin!(done);
-            done.as_mut().enable();
-            if self.provider.computing() {
-                tokio::select! {
-                    _ = done => {}
-                    _ = tokio::time::sleep_until(deadline) => {}
-                }
+            if self.wait_for_computing_batch(deadline).await {
                 continue;
             }
             if now == seen {
@@ -144,27 +262,114 @@ impl Queues {
         }
     }
 
-    /// How many operations the batch of `generation` holds (0 once it was processed).
-    fn queued(&self, class: OpClass, generation: u64) -> usize {
-        QUEUES.with(|q| {
-            q.borrow().get(&(self.id, class)).map_or(0, |w| {
-                if w.queue.generation() == generation {
-                    w.queue.len()
-                } else {
-                    0
+    /// Budget batching: as adaptive while the batch grows, then, once the worker is idle,
+    /// wait for more operations only as [`decide`] says, never longer than the budget its
+    /// operations have left.
+    async fn budget_wait(self: &Arc<Self>, class: OpClass, generation: u64) {
+        let lanes = self.provider.lanes();
+        let min_batch = self.provider.min_batch(class);
+        let mut seen = 0;
+        loop {
+            tokio::task::yield_now().await;
+            let t = now();
+            let Some((len, left)) = self.with_slot(class, |s| s.current(generation)) else {
+                return;
+            };
+            if left.is_zero() {
+                return;
+            }
+            let until = tokio::time::Instant::from_std(t + left);
+            if self.wait_for_computing_batch(until).await {
+                continue;
+            }
+            if len != seen {
+                // Still growing (a burst being read, or handshakes resumed by the last
+                // batch): collect it before deciding.
+                seen = len;
+                continue;
+            }
+            let partial = Partial {
+                len,
+                lanes,
+                min_batch,
+                deadline: t + left,
+            };
+            let wake = self.with_slot(class, |s| {
+                let d = decide(&partial, s.rate.rate(t), t);
+                match (d, s.current(generation)) {
+                    (Decision::WaitUntil(end), Some(_)) => {
+                        s.waiting_since = Some(t);
+                        s.wait_end = Some(end);
+                        Some(s.wake.clone())
+                    }
+                    _ => None,
                 }
-            })
-        })
+            });
+            let Some(wake) = wake else {
+                return;
+            };
+            // Wait until the end, which a later operation with less budget left may bring
+            // forward; a full batch is processed by the push that filled it.
+            loop {
+                let Some(end) = self.with_slot(class, |s| s.current(generation).and(s.wait_end))
+                else {
+                    return;
+                };
+                if now() >= end {
+                    return;
+                }
+                tokio::select! {
+                    _ = wake.notified() => {}
+                    _ = self.timer.sleep_until(end) => return,
+                }
+            }
+        }
     }
 
-    fn flush(&self, class: OpClass, generation: u64) {
-        let batch = QUEUES.with(|q| {
-            q.borrow_mut()
-                .get_mut(&(self.id, class))
-                .and_then(|w| w.queue.flush(generation))
-        });
-        if let Some(batch) = batch {
-            self.provider.dispatch(class, batch);
+    /// While a batch computes off the worker (on the batch thread), let this one fill until
+    /// it ends or `deadline`. True when it waited.
+    async fn wait_for_computing_batch(&self, deadline: tokio::time::Instant) -> bool {
+        let done = self.provider.batch_done();
+        tokio::pin!(done);
+        done.as_mut().enable();
+        if !self.provider.computing() {
+            return false;
         }
+        tokio::select! {
+            _ = done => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+        true
+    }
+
+    /// How many operations the batch of `generation` holds (0 once it was processed).
+    fn queued(self: &Arc<Self>, class: OpClass, generation: u64) -> usize {
+        self.with_slot(class, |s| s.current(generation).map_or(0, |(len, _)| len))
+    }
+
+    fn flush(self: &Arc<Self>, class: OpClass, generation: u64) {
+        if let Some(taken) = self.with_slot(class, |s| s.flush(generation, now())) {
+            self.dispatch(class, taken);
+        }
+    }
+
+    /// Hand a batch to the provider, after counting each operation's wait for it, and, in
+    /// budget mode, the wait the batch chose against its handshake's budget.
+    fn dispatch(&self, class: OpClass, taken: Taken) {
+        let t = now();
+        let stats = self.provider.stats();
+        let budget = self.budget();
+        for op in &taken.ops {
+            let queued = t.saturating_duration_since(op.enqueued);
+            stats.batch_delay_ms.record(queued.as_secs_f64() * 1000.0);
+            let Some(budget) = budget else { continue };
+            let chosen = taken.waited_from.map_or(Duration::ZERO, |from| {
+                t.saturating_duration_since(from.max(op.enqueued))
+            });
+            if op.handshake.add(chosen) > budget {
+                stats.budget_exceeded.inc();
+            }
+        }
+        self.provider.dispatch(class, taken.ops);
     }
 }

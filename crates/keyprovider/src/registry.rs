@@ -19,7 +19,7 @@ use quickshake_config::{read_data_source, DataSource, PrivateKeyProvider};
 use quickshake_stats::Store;
 use serde_json::{json, Value};
 
-use crate::batch::BatchingMode;
+use crate::batch::{Batching, BatchingMode};
 use crate::config::{self, EngineChoice, ProviderConfig};
 use crate::engine::Engine;
 use crate::engines::{software, EngineUnavailable, Engines};
@@ -53,7 +53,8 @@ pub struct ProviderReport {
     pub field: String,
     pub provider_name: String,
     pub engine: Option<String>,
-    pub batching: Option<String>,
+    /// How operations are batched (`None` where nothing is: the key in-process, a token).
+    pub batching: Option<Batching>,
     pub poll_delay_ms: f64,
     pub fallback: bool,
     pub fallback_active: bool,
@@ -68,7 +69,12 @@ impl ProviderReport {
             "field": self.field,
             "provider_name": self.provider_name,
             "engine": self.engine,
-            "batching": self.batching,
+            "batching": self.batching.map(|b| b.mode.name()),
+            "max_batch_delay": self
+                .batching
+                .filter(|b| b.mode == BatchingMode::Budget)
+                .map(|b| format!("{}s", b.budget().as_secs_f64())),
+            "queues": self.batching.map(|b| b.scope.name()),
             "poll_delay": format!("{}s", self.poll_delay_ms / 1000.0),
             "fallback": self.fallback,
             "fallback_active": self.fallback_active,
@@ -84,8 +90,7 @@ impl ProviderReport {
 struct Settings {
     provider_name: String,
     engine: EngineChoice,
-    mode: BatchingMode,
-    poll_delay: Duration,
+    batching: Batching,
     envoy_semantics: bool,
     fallback: bool,
 }
@@ -95,8 +100,7 @@ impl Settings {
         Settings {
             provider_name: d.provider_name.clone(),
             engine: d.engine.clone(),
-            mode: d.mode,
-            poll_delay: d.poll_delay,
+            batching: d.batching,
             envoy_semantics: d.envoy_semantics,
             fallback: cfg.fallback,
         }
@@ -218,10 +222,7 @@ impl Providers {
         };
         let name = engine.capabilities().name.clone();
         stats.set_engine(&name);
-        let mode = match decoded.mode {
-            BatchingMode::Timer => format!("timer ({:?})", decoded.poll_delay),
-            BatchingMode::Adaptive => "adaptive".to_string(),
-        };
+        let mode = decoded.batching.describe();
         self.report(cfg, &decoded, Some(name.clone()), false, why);
         let placement = Placement::for_engine(engine.as_ref(), self.options.batch_threads);
         let batch_key_exchange =
@@ -246,7 +247,7 @@ impl Providers {
         } else {
             ""
         };
-        let queues = Arc::new(Queues::new(decoded.mode, decoded.poll_delay, core));
+        let queues = Arc::new(Queues::new(decoded.batching, core));
         let description = format!(
             "{} (engine {name}, batching {mode}, fallback {}{kex})",
             decoded.provider_name, cfg.fallback
@@ -352,8 +353,7 @@ impl Providers {
         ));
         // One lane: every operation goes to the pool at once.
         let queues = Arc::new(Queues::new(
-            BatchingMode::Adaptive,
-            Duration::from_millis(1),
+            Batching::per_worker(BatchingMode::Adaptive, Duration::from_millis(1)),
             core,
         ));
         self.keep_report(ProviderReport {
@@ -517,16 +517,13 @@ impl Providers {
         fallback_active: bool,
         reason: String,
     ) {
-        let batching = engine.as_ref().map(|_| match d.mode {
-            BatchingMode::Timer => "timer".to_string(),
-            BatchingMode::Adaptive => "adaptive".to_string(),
-        });
+        let batching = engine.as_ref().map(|_| d.batching);
         self.keep_report(ProviderReport {
             field: cfg.path.clone(),
             provider_name: d.provider_name.clone(),
             engine,
             batching,
-            poll_delay_ms: d.poll_delay.as_secs_f64() * 1000.0,
+            poll_delay_ms: d.batching.poll_delay.as_secs_f64() * 1000.0,
             fallback: cfg.fallback,
             fallback_active,
             reason,

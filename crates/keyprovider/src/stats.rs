@@ -8,8 +8,9 @@ use quickshake_stats::{Counter, Gauge, Histogram, Store};
 /// buckets lump sizes together and are shifted by one).
 pub const QUEUE_SIZE_BUCKETS: [f64; 8] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
 /// Wait of an operation from queueing to result, in ms.
-pub const WAIT_BUCKETS: [f64; 14] = [
-    0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0,
+pub const WAIT_BUCKETS: [f64; 17] = [
+    0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0,
+    1000.0,
 ];
 
 #[derive(Clone)]
@@ -33,6 +34,12 @@ pub struct ProviderStats {
     /// Certificates served with the key in-process because no engine was usable (`fallback: true`).
     pub fallback: Gauge,
     pub op_wait_ms: Histogram,
+    /// Each operation's wait from queueing to the start of its batch, in ms: the latency
+    /// batching adds (budget mode keeps a handshake's total within `max_batch_delay`).
+    pub batch_delay_ms: Histogram,
+    /// Operations whose handshake waited longer than its budget in all (budget mode): the
+    /// worker was late to flush; stays 0 unless it is overloaded.
+    pub budget_exceeded: Counter,
     store: Store,
     scope: String,
 }
@@ -57,6 +64,8 @@ impl ProviderStats {
             failed: c("failed"),
             fallback: store.gauge(&format!("{p}fallback")),
             op_wait_ms: store.histogram(&format!("{p}op_wait_ms"), &WAIT_BUCKETS),
+            batch_delay_ms: store.histogram(&format!("{p}batch_delay_ms"), &WAIT_BUCKETS),
+            budget_exceeded: c("budget_exceeded"),
             store: store.clone(),
             scope: p,
         }

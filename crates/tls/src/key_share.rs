@@ -108,7 +108,7 @@ impl KeyShareBatching {
                     Ok(Box::new(|_: ClientHello<'_>| Ok(())) as BoxSelectCertFinish)
                 }));
             };
-            let exchange = self.method.x25519(&plan.x25519_peer);
+            let exchange = self.method.x25519(hello.ssl_mut(), &plan.x25519_peer);
             Ok(Box::pin(async move {
                 let share = exchange.await;
                 Ok(Box::new(move |mut hello: ClientHello<'_>| {
