@@ -68,6 +68,15 @@ GATEWAY = ["quickshake-inline", "envoy", "nginx", "haproxy", "floor"]
 # to start (its name is explicit, fallback off) and is reported as not available.
 ENGINES = ["quickshake-engine-software", "quickshake-engine-avx2", "quickshake-engine-ifma",
            "quickshake-engine-crypto_mb"]
+# quickshake.batching variants: provider -> (batching, typed_config lines added to the Helm chart's
+# block). A line is added only where a variant departs from the provider's defaults (budget mode:
+# `max_batch_delay` 2 ms, `queues: shared`); bench_partial.py runs them.
+BATCHING = {
+    "adaptive": ("adaptive", []),
+    "budget": ("budget", []),
+    "budget-10ms": ("budget", ["max_batch_delay: 0.01s"]),
+    "budget-per-worker": ("budget", ["queues: per_worker"]),
+}
 PROVIDERS = ["quickshake-inline", "quickshake-cryptomb-1ms", "quickshake-cryptomb-10ms",
              "quickshake-adaptive", "envoy", "nginx"]
 
@@ -204,10 +213,13 @@ def observe(bench, server_cpu=None, server_stats=None, duration=None, command=No
 
 
 class Server:
-    def __init__(self, name, cert, index, run_dir, bins, phase=0, spec=None, template=None):
+    def __init__(self, name, cert, index, run_dir, bins, phase=0, spec=None, template=None,
+                 cpus=SERVER_CPU, workers=1):
         """`spec`: (kind, provider) when `name` is not in SERVERS; `template`: a config template
-        other than the kind's own (quickshake and Envoy only: bench_h3's h3.yaml)."""
+        other than the kind's own (quickshake and Envoy only: bench_h3's h3.yaml); `cpus`: the
+        `taskset -c` list; `workers`: quickshake's and Envoy's `--concurrency`."""
         self.name = name
+        self.cpus, self.workers = cpus, workers
         self.kind, self.provider = spec or SERVERS[name]
         self.template = template
         self.cert_name = cert
@@ -240,11 +252,13 @@ class Server:
                      f"    poll_delay: {delay}", f"    private_key: {{ filename: {self.key} }}"]
         else:
             engine = self.provider[len("engine-"):] if self.provider.startswith("engine-") else "auto"
+            batching, extra = BATCHING.get(self.provider, BATCHING["adaptive"])
             # fallback and poll_delay: the provider's defaults (an engine this CPU lacks fails).
             with open(BATCHING_PROVIDER) as f:
                 lines = string.Template(f.read()).substitute(
                     private_key=f"{{ filename: {self.key} }}", fallback="false", poll_delay="0.01s",
-                    engine=engine, batching="adaptive").splitlines()
+                    engine=engine, batching=batching).splitlines()
+            lines += [f"    {x}" for x in extra]
         return "\n".join(ind + line for line in lines)
 
     def _proxy(self, cfg):
@@ -270,15 +284,15 @@ class Server:
         kw = dict(port=self.port, admin_port=self.admin_port, cert=self.cert, key=self.key,
                   dir=self.dir, key_block=self._key_block(),
                   quic_key_block=self._key_block(16))  # h3.yaml: the QUIC listener's, nested deeper
-        pin = ["taskset", "-c", SERVER_CPU]
+        pin = ["taskset", "-c", self.cpus]
         if self.kind == "quickshake":
             cfg = self._render(self.template or "quickshake.yaml", "quickshake.yaml", **kw)
             self._proxy(cfg)
-            self.cmd = pin + [self.bins["quickshake"], "-c", cfg, "--concurrency", "1"]
+            self.cmd = pin + [self.bins["quickshake"], "-c", cfg, "--concurrency", str(self.workers)]
         elif self.kind == "envoy":
             cfg = self._render(self.template or "envoy.yaml", "envoy.yaml", **kw)
             self._proxy(cfg)
-            self.cmd = pin + [self.bins["envoy"], "-c", cfg, "--concurrency", "1",
+            self.cmd = pin + [self.bins["envoy"], "-c", cfg, "--concurrency", str(self.workers),
                               "--disable-hot-restart", "-l", "warning",
                               "--base-id", str(self.port)]
         elif self.kind == "nginx":
@@ -343,13 +357,21 @@ class Runner:
         with open(self.out, "a") as f:
             f.write(json.dumps(rec, sort_keys=True) + "\n")
 
-    def bench(self, srv, section, tls, clients=None, rate=None, keepalive=False, rep=1, h3=False):
+    def bench(self, srv, section, tls, clients=None, rate=None, keepalive=False, rep=1, h3=False,
+              group=None, client_cpus=CLIENT_CPU, server_cpu=SERVER_CPU, probe=None):
         """One quickshake-bench run against `srv`; `h3`: HTTP/3, a new QUIC connection per
-        request, to the UDP listener on the same port (SNI localhost, as over TCP)."""
+        request, to the UDP listener on the same port (SNI localhost, as over TCP); `group`:
+        the key exchange offered instead of groups()'s; `server_cpu` None: no core's busy time
+        is read (a server on several cores: process CPU only); `probe`: called before the run,
+        what it returns is called after it and gives fields for the record (bench_partial.py:
+        the provider's stats)."""
         p = self.prof
-        cmd = ["taskset", "-c", CLIENT_CPU, self.bins["bench"], "-d", f"{p['duration']}s",
-               "--warmup", f"{p['warmup']}s", "--json", "--cacert", srv.cert,
-               "--server-cpu", SERVER_CPU, "--tls", tls, "--groups", groups(srv.cert_name, tls)]
+        group = group or groups(srv.cert_name, tls)
+        cmd = ["taskset", "-c", client_cpus, self.bins["bench"], "-d", f"{p['duration']}s",
+               "--warmup", f"{p['warmup']}s", "--json", "--cacert", srv.cert]
+        if server_cpu is not None:
+            cmd += ["--server-cpu", server_cpu]
+        cmd += ["--tls", tls, "--groups", group]
         if h3:
             cmd += ["--h3", "--sni", "localhost"]
         if clients is not None:
@@ -363,15 +385,18 @@ class Runner:
         cmd.append(f"https://127.0.0.1:{srv.port}/" if h3 else f"https://localhost:{srv.port}/")
         rec = dict(section=section, server=srv.name, kind=srv.kind, provider=srv.provider,
                    cert=srv.cert_name, tls=tls, clients=clients, rate=rate,
-                   transport="quic" if h3 else "tcp",
+                   transport="quic" if h3 else "tcp", groups=group,
                    mode="keepalive" if keepalive else ("open" if rate else "closed"),
                    rep=rep, tool="quickshake-bench", command=" ".join(cmd),
                    server_command=" ".join(srv.cmd))
         limit = p["duration"] + p["warmup"] + 40
         try:
+            after = probe() if probe else None
             pcpu0 = group_cpu_seconds(srv.proc.pid) if srv.alive() else None
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
             pcpu1 = group_cpu_seconds(srv.proc.pid) if srv.alive() else None
+            if after:
+                rec.update(after())
             js = json.loads(r.stdout) if r.stdout.strip().startswith("{") else None
             rec["exit"] = r.returncode
             if js is None:
@@ -548,6 +573,19 @@ def meta(args, bins):
     }
 
 
+def finish(run, bench, out, summary=None, expected=()):
+    """Closes a results file (run time, background load), logs `summary(out)`'s lines and the
+    count of failed points (sections in `expected`, recorded refusals, left out)."""
+    end = {"type": "end", "seconds": round(time.time() - run.t0),
+           "background_cpu_busy": background(bench)}
+    with open(out, "a") as f:
+        f.write(json.dumps(end, sort_keys=True) + "\n")
+    for line in summary(out) if summary else ():
+        log(line)
+    bad = [r for r in run.results if not r.get("ok") and r.get("section") not in expected]
+    log(f"done in {time.time() - run.t0:.0f}s: {len(run.results)} points, {len(bad)} failed -> {out}")
+
+
 def median(xs):
     xs = [x for x in xs if isinstance(x, (int, float))]
     return statistics.median(xs) if xs else None
@@ -571,18 +609,27 @@ http {{ access_log off; keepalive_requests 1000000; keepalive_timeout 300s;
     return proc
 
 
-def main():
-    # SIGTERM/SIGHUP: unwind through the finally blocks so every server is stopped.
+BINARIES = ("quickshake", "bench", "floor", "envoy", "nginx", "haproxy", "fortio")
+
+
+def arguments(binaries=BINARIES):
+    """What every run starts with: SIGTERM/SIGHUP unwind through the finally blocks (so every
+    server is stopped), and a parser with --out, --run-dir and each binary's path."""
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda n, _f: sys.exit(128 + n))
     ap = argparse.ArgumentParser()
-    ap.add_argument("--profile", choices=PROFILES, default="default")
     ap.add_argument("--out", required=True)
     ap.add_argument("--run-dir", required=True)
-    for b in ("quickshake", "bench", "floor", "envoy", "nginx", "haproxy", "fortio"):
+    for b in binaries:
         ap.add_argument(f"--{b}", required=True)
+    return ap
+
+
+def main():
+    ap = arguments()
+    ap.add_argument("--profile", choices=PROFILES, default="default")
     args = ap.parse_args()
-    bins = {b: getattr(args, b) for b in ("quickshake", "bench", "floor", "envoy", "nginx", "haproxy", "fortio")}
+    bins = {b: getattr(args, b) for b in BINARIES}
     prof = PROFILES[args.profile]
     os.makedirs(args.run_dir, exist_ok=True)
     with open(args.out, "w") as f:
@@ -677,12 +724,7 @@ def main():
             s.stop()
         if upstream is not None:
             upstream.terminate()
-    end = {"type": "end", "seconds": round(time.time() - run.t0),
-           "background_cpu_busy": background(bins["bench"])}
-    with open(args.out, "a") as f:
-        f.write(json.dumps(end, sort_keys=True) + "\n")
-    bad = [r for r in run.results if not r.get("ok")]
-    log(f"done in {time.time() - run.t0:.0f}s: {len(run.results)} points, {len(bad)} failed -> {args.out}")
+    finish(run, bins["bench"], args.out)
 
 
 if __name__ == "__main__":

@@ -18,14 +18,11 @@ time by the client's handshake count (Envoy's `ssl.handshake` does not move for 
 Everything else (servers, process groups, pid files, the one quickshake-bench call, the
 machine's description) is bench.py's; this file only says what runs and in which order.
 """
-import argparse
 import json
 import os
-import signal
-import sys
 import time
 
-from bench import Runner, Server, background, log, meta
+from bench import BINARIES, Runner, Server, arguments, background, finish, log, meta
 from report_h3 import summary
 
 CERT = "rsa2048"
@@ -63,18 +60,12 @@ def start(name, index, run_dir, bins):
 
 
 def main():
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda n, _f: sys.exit(128 + n))
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--run-dir", required=True)
+    ap = arguments()
     ap.add_argument("--reps", type=int, default=PROFILE["reps"])
     ap.add_argument("--duration", type=int, default=PROFILE["duration"])
-    for b in ("quickshake", "bench", "floor", "envoy", "nginx", "haproxy", "fortio"):
-        ap.add_argument(f"--{b}", required=True)
     args = ap.parse_args()
     args.profile = "h3"
-    bins = {b: getattr(args, b) for b in ("quickshake", "bench", "floor", "envoy", "nginx", "haproxy", "fortio")}
+    bins = {b: getattr(args, b) for b in BINARIES}
     prof = dict(PROFILE, reps=args.reps, duration=args.duration)
     os.makedirs(args.run_dir, exist_ok=True)
     m = meta(args, bins)
@@ -105,14 +96,7 @@ def main():
     finally:
         for s, _ in servers.values():
             s.stop()
-    end = {"type": "end", "seconds": round(time.time() - run.t0),
-           "background_cpu_busy": background(bins["bench"])}
-    with open(args.out, "a") as f:
-        f.write(json.dumps(end, sort_keys=True) + "\n")
-    for line in summary(args.out):
-        log(line)
-    bad = [r for r in run.results if not r.get("ok") and r.get("section") != "h3-start"]
-    log(f"done in {time.time() - run.t0:.0f}s: {len(run.results)} points, {len(bad)} failed -> {args.out}")
+    finish(run, bins["bench"], args.out, summary, expected=("h3-start",))
 
 
 if __name__ == "__main__":

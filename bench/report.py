@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Turns bench/results/*.jsonl (written by bench/bench.py; h3.jsonl by bench/bench_h3.py, drawn by
-report_h3.py) into docs/benchmarks.md + PNG plots.
+report_h3.py; partial.jsonl by bench/bench_partial.py, drawn by report_partial.py) into
+docs/benchmarks.md + PNG plots.
 
 Usage: report.py RESULTS.jsonl --doc docs/benchmarks.md --img docs/img
 Repeated points (A B A B) are shown as the median with every run's value beside it.
@@ -11,6 +12,7 @@ from collections import defaultdict
 
 from report_data import CERT, LABEL, Results, closed_points, fmt, resumption_cell, runs_cell
 from report_h3 import h3_section
+from report_partial import partial_section
 
 
 def gateway_section(R, out, img):
@@ -476,6 +478,7 @@ def main():
     engines_section(R, out, a.results)
     pkcs11_section(out, a.results)
     h3_section(out, a.results)
+    partial_section(out, a.results, a.img)
     proxy_section(R, out)
     open_section(R, out, a.img)
     fortio_section(R, out)

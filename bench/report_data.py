@@ -92,6 +92,20 @@ class Results:
         return a
 
 
+def cpu_name(meta, flags=True):
+    """The machine as the reports name it: model, family and model number, crypto flags."""
+    cpu = meta.get("cpu", {})
+    name = f"{cpu.get('model')} family {cpu.get('family')} model {cpu.get('model_number')}"
+    return f"{name} ({', '.join(cpu.get('crypto_flags', []))})" if flags else name
+
+
+def background_note(R):
+    """Each CPU's busy share with nothing of ours running, before and after the run."""
+    bg = [(x.get("background_cpu_busy") or {}) for x in (R.meta, R.end)]
+    return "; ".join(f"CPU {c} {fmt((bg[0].get(c) or 0) * 100)}% before, "
+                     f"{fmt((bg[1].get(c) or 0) * 100)}% after" for c in ("0", "1"))
+
+
 def resumption_cell(a):
     s = f"{a['resumed']}"
     s += f" / {a['server_reused']}" if a["server_counted"] else " / n.a."

@@ -6,7 +6,7 @@ reason, so the table says what is missing instead of leaving it out."""
 import os
 import re
 
-from report_data import Results, fmt, med
+from report_data import Results, background_note, cpu_name, fmt, med
 
 ROWS = [
     ("quickshake-adaptive", "quickshake, `quickshake.batching` adaptive (engine `auto`)"),
@@ -39,9 +39,8 @@ def negotiated(R):
 def summary(path):
     """Console lines for bench_h3: the CPU, then each server's median QUIC and TCP figures."""
     R = Results(path)
-    cpu = R.meta.get("cpu", {})
-    name = f"{cpu.get('model')} family {cpu.get('family')} model {cpu.get('model_number')}"
-    lines = [f"CPU: {name} ({', '.join(cpu.get('crypto_flags', []))})"
+    name = cpu_name(R.meta, flags=False)
+    lines = [f"CPU: {cpu_name(R.meta)}"
              f"{'; noisy run: other jobs kept the cores busy' if R.noisy else ''}"]
     for server, label in ROWS:
         for section, transport in (("h3", "QUIC"), ("h3-tcp", "TCP")):
@@ -64,16 +63,11 @@ def h3_section(out, results_path):
     R = Results(path)
     cpu_key = R.cpu_key
     meta = R.meta
-    cpu = meta.get("cpu", {})
     out.append("## HTTP/3: full QUIC + TLS 1.3 handshakes per core (RSA-2048)\n")
-    out.append(f"Measured by `bench/run --h3` on {meta.get('date')}, {cpu.get('model')} family "
-               f"{cpu.get('family')} model {cpu.get('model_number')} "
-               f"({', '.join(cpu.get('crypto_flags', []))}); a separate run from the tables above, "
-               "so compare ratios within this table only.\n")
-    bg = [(x.get("background_cpu_busy") or {}) for x in (meta, R.end)]
+    out.append(f"Measured by `bench/run --h3` on {meta.get('date')}, {cpu_name(meta)}; a separate "
+               "run from the tables above, so compare ratios within this table only.\n")
     if R.noisy:
-        busy = "; ".join(f"CPU {c} {fmt((bg[0].get(c) or 0) * 100)}% before, "
-                         f"{fmt((bg[1].get(c) or 0) * 100)}% after" for c in ("0", "1"))
+        busy = background_note(R)
         out.append("> **Provisional figures.** Measured while other engineers compiled on this "
                    f"2-core machine (busy with nothing of ours running: {busy}); absolute rates "
                    "are low and noisy, and the ratios use the server's own process CPU. Replace "
