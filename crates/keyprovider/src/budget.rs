@@ -14,7 +14,10 @@
 //!   operations needed come before the budget ends (at 2 ms and one operation needed, from
 //!   ~350 operations/s up).
 //!
-//! Then it waits until the budget's end or a full batch, whichever comes first. The budget
+//! Then it waits until the budget's end or a full batch, whichever comes first, deciding again
+//! at each arrival: once the batch is past the crossover, a further operation saves less, so
+//! the wait ends as soon as another one no longer has even odds of coming before the budget's
+//! end (this trims the wasted tail of a wait, the latency no operation pays for). The budget
 //! belongs to the handshake, not to the operation: the waits its operations are *made* to make
 //! (its key exchange's, then its signature's) add up to at most the budget. Time an operation
 //! spends queued while the worker still has other work ready (a burst being read, the
@@ -25,10 +28,10 @@
 //! ([`ArrivalRate`]). A closed-loop client sends its next handshake only after this one ends,
 //! so however fast it is, nothing arrives while its operation waits; the rate taken from the
 //! gaps between arrivals (a naive estimator) would see a high rate and make every one of its
-//! handshakes wait for nothing. So the gap rate is used only while the waits observed agree
-//! with it; once they found significantly fewer arrivals than it predicts (for one fast
-//! closed-loop client: after two or three waits that found nothing), the rate they found is
-//! used, and its handshakes stop waiting. Old observations decay (`TAU`), so a change of load
+//! handshakes wait for nothing. So the gap rate is used only while the waits observed do not
+//! contradict it; once they found under a third of the arrivals it predicts, and significantly
+//! so (for one fast closed-loop client: after two or three waits that found nothing), the rate
+//! they found is used, and its handshakes stop waiting. Old observations decay (`TAU`), so a change of load
 //! is noticed within a second, at the cost of an occasional wasted wait.
 
 use std::time::{Duration, Instant};
@@ -101,9 +104,9 @@ impl ArrivalRate {
     }
 
     /// Arrivals per second to expect while a batch waits: the rate between arrivals, unless the
-    /// waits observed found significantly fewer arrivals than it predicts (fewer than a Poisson
-    /// process at that rate gives with 5% odds), as they do for closed-loop clients; then the
-    /// rate those waits found.
+    /// waits observed found under a third of the arrivals it predicts, and significantly so
+    /// (fewer than a Poisson process at that rate gives with 5% odds), as they do for a
+    /// closed-loop client; then the rate those waits found.
     pub fn rate(&self, now: Instant) -> f64 {
         let tau = TAU.as_secs_f64();
         let since_last = self
@@ -112,8 +115,10 @@ impl ArrivalRate {
         let f = (-since_last / tau).exp();
         let gap = self.gap_rate(now);
         let (found, waited) = (self.during_waits * f, self.waited * f);
-        if waited > 0.0 && poisson_at_most(gap * waited, found.floor() as usize) < SIGNIFICANT {
-            found / waited
+        let during = if waited > 0.0 { found / waited } else { gap };
+        if during < gap * FEW && poisson_at_most(gap * waited, found.floor() as usize) < SIGNIFICANT
+        {
+            during
         } else {
             gap
         }
@@ -122,6 +127,10 @@ impl ArrivalRate {
 
 /// Odds below which the waits' arrivals contradict the rate between arrivals.
 const SIGNIFICANT: f64 = 0.05;
+/// How much lower than the rate between arrivals the waits' rate must be to replace it. A
+/// wait always finds somewhat fewer than the offered rate (an arrival in its last fraction of
+/// a millisecond is still being read when it ends); a closed-loop client's find none.
+const FEW: f64 = 1.0 / 3.0;
 
 /// What a waiting batch's flush does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,7 +155,11 @@ pub struct Partial {
     pub deadline: Instant,
 }
 
-/// Whether a partial batch should wait for more operations (see the module's rule).
+/// Whether a partial batch should wait for more operations (see the module's rule), decided
+/// again at each arrival. Below the crossover it waits to the deadline (even odds that the
+/// operations it needs come by then); at or past it, every further operation lowers the cost
+/// less, so it waits only while another one has even odds of coming before the deadline, and
+/// ends the wait once that is no longer so.
 pub fn decide(batch: &Partial, rate: f64, now: Instant) -> Decision {
     if batch.len >= batch.lanes || now >= batch.deadline {
         return Decision::Flush;
@@ -157,10 +170,17 @@ pub fn decide(batch: &Partial, rate: f64, now: Instant) -> Decision {
     }
     let needed = batch.min_batch.saturating_sub(batch.len).max(1);
     let remaining = batch.deadline.saturating_duration_since(now).as_secs_f64();
-    if poisson_at_least(rate * remaining, needed) >= 0.5 {
-        Decision::WaitUntil(batch.deadline)
-    } else {
-        Decision::Flush
+    if poisson_at_least(rate * remaining, needed) < 0.5 {
+        return Decision::Flush;
+    }
+    if batch.len < batch.min_batch {
+        return Decision::WaitUntil(batch.deadline);
+    }
+    // P(an arrival within d) = 1 - e^(-rate d) >= 1/2 while d >= ln 2 / rate.
+    let even_odds = Duration::from_secs_f64(std::f64::consts::LN_2 / rate);
+    match batch.deadline.checked_sub(even_odds) {
+        Some(end) if end > now => Decision::WaitUntil(end),
+        _ => Decision::Flush,
     }
 }
 
@@ -264,6 +284,19 @@ mod tests {
         );
         // Full: at once.
         assert_eq!(decide(&partial(8, 2, deadline), rate, t), Decision::Flush);
+        // Past the crossover, only while another arrival has even odds before the deadline.
+        match decide(&partial(2, 2, t + 10 * MS), rate, t) {
+            Decision::WaitUntil(end) => {
+                let early = (t + 10 * MS) - end;
+                assert!((MS..2 * MS).contains(&early), "{early:?}");
+            }
+            d => panic!("{d:?}"),
+        }
+        assert_eq!(
+            decide(&partial(2, 2, t + MS / 2), rate, t),
+            Decision::Flush,
+            "half a millisecond left at 600/s: less than even odds"
+        );
         // An engine that does not batch this class gains nothing from a wait.
         assert_eq!(
             decide(&partial(1, usize::MAX, deadline), rate, t),

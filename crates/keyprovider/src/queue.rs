@@ -88,16 +88,17 @@ impl Slot {
     ) -> (PushOutcome<PendingOp>, Option<Instant>) {
         let waiting = self.waiting_since;
         self.rate.arrival(now, waiting.is_some());
+        if waiting.is_some() {
+            // The waiting flush decides again with this arrival.
+            self.wake.notify_one();
+        }
         if let Some(budget) = budget {
             // What the handshake's earlier operations left of its budget.
             let left = budget.saturating_sub(op.handshake.waited());
             self.budget_left = Some(self.budget_left.map_or(left, |x| x.min(left)));
             if let Some(end) = self.wait_end {
-                if now + left < end {
-                    // This operation cannot wait as long as the batch was going to.
-                    self.wait_end = Some(now + left);
-                    self.wake.notify_one();
-                }
+                // This operation may not wait as long as the batch was going to.
+                self.wait_end = Some(end.min(now + left));
             }
         }
         let outcome = self.queue.push(op);
@@ -233,7 +234,9 @@ impl Queues {
             match queues.batching.mode {
                 BatchingMode::Timer => tokio::time::sleep(queues.batching.poll_delay).await,
                 BatchingMode::Adaptive => queues.adaptive_wait(class, generation).await,
-                BatchingMode::Budget => queues.budget_wait(class, generation).await,
+                BatchingMode::Budget => {
+                    queues.budget_wait(class, generation).await;
+                }
             }
             queues.flush(class, generation);
         });
@@ -265,18 +268,16 @@ impl Queues {
     /// Budget batching: as adaptive while the batch grows, then, once the worker is idle,
     /// wait for more operations only as [`decide`] says, never longer than the budget its
     /// operations have left.
-    async fn budget_wait(self: &Arc<Self>, class: OpClass, generation: u64) {
+    async fn budget_wait(self: &Arc<Self>, class: OpClass, generation: u64) -> Option<()> {
         let lanes = self.provider.lanes();
         let min_batch = self.provider.min_batch(class);
         let mut seen = 0;
         loop {
             tokio::task::yield_now().await;
             let t = now();
-            let Some((len, left)) = self.with_slot(class, |s| s.current(generation)) else {
-                return;
-            };
+            let (len, left) = self.with_slot(class, |s| s.current(generation))?;
             if left.is_zero() {
-                return;
+                return None;
             }
             let until = tokio::time::Instant::from_std(t + left);
             if self.wait_for_computing_batch(until).await {
@@ -288,39 +289,36 @@ impl Queues {
                 seen = len;
                 continue;
             }
-            let partial = Partial {
-                len,
-                lanes,
-                min_batch,
-                deadline: t + left,
-            };
+            // The budget's end for this batch: a later operation with less budget left brings
+            // it forward (`Slot::push`).
             let wake = self.with_slot(class, |s| {
-                let d = decide(&partial, s.rate.rate(t), t);
-                match (d, s.current(generation)) {
-                    (Decision::WaitUntil(end), Some(_)) => {
-                        s.waiting_since = Some(t);
-                        s.wait_end = Some(end);
-                        Some(s.wake.clone())
-                    }
-                    _ => None,
-                }
-            });
-            let Some(wake) = wake else {
-                return;
-            };
-            // Wait until the end, which a later operation with less budget left may bring
-            // forward; a full batch is processed by the push that filled it.
+                s.current(generation)?;
+                s.waiting_since = Some(t);
+                s.wait_end = Some(t + left);
+                Some(s.wake.clone())
+            })?;
+            // Decide, and again at each arrival; a full batch is processed by the push that
+            // filled it.
             loop {
-                let Some(end) = self.with_slot(class, |s| s.current(generation).and(s.wait_end))
-                else {
-                    return;
+                let t = now();
+                let (len, deadline, rate) = self.with_slot(class, |s| {
+                    let (len, _) = s.current(generation)?;
+                    Some((len, s.wait_end?, s.rate.rate(t)))
+                })?;
+                let partial = Partial {
+                    len,
+                    lanes,
+                    min_batch,
+                    deadline,
                 };
-                if now() >= end {
-                    return;
-                }
+                let decision = decide(&partial, rate, t);
+                tracing::trace!(?class, len, ?deadline, rate, ?decision, "budget decision");
+                let Decision::WaitUntil(end) = decision else {
+                    return None;
+                };
                 tokio::select! {
                     _ = wake.notified() => {}
-                    _ = self.timer.sleep_until(end) => return,
+                    _ = self.timer.sleep_until(end) => return None,
                 }
             }
         }
