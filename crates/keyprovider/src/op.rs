@@ -107,7 +107,7 @@ impl PendingOp {
             key,
             input,
             signing: None,
-            enqueued: crate::queue::now(),
+            enqueued: crate::timer::now(),
             handshake: HandshakeWait::default(),
             reply,
         };

@@ -18,7 +18,7 @@ use crate::stats::ProviderStats;
 
 /// How long an operation has waited since it was queued, on the event loop's clock.
 fn waited(op: &PendingOp) -> std::time::Duration {
-    crate::queue::now().saturating_duration_since(op.enqueued)
+    crate::timer::now().saturating_duration_since(op.enqueued)
 }
 
 /// Where a provider's batches are computed. Fixed when the provider is built.

@@ -30,14 +30,9 @@ use crate::batch::{BatchQueue, Batching, BatchingMode, PushOutcome, QueueScope};
 use crate::budget::{decide, ArrivalRate, Decision, Partial};
 use crate::op::{OpClass, PendingOp};
 use crate::provider::ProviderCore;
-use crate::timer::Timer;
+use crate::timer::{now, Timer};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// Now, on the event loop's clock (virtual in tests that pause time).
-pub(crate) fn now() -> Instant {
-    tokio::time::Instant::now().into_std()
-}
 
 /// The batching side of one provider: when its batches are handed to the provider.
 pub struct Queues {

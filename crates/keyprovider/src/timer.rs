@@ -19,6 +19,12 @@ use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
+/// Now, on the event loop's clock (virtual in tests that pause time): every instant the
+/// queues and the provider compare is taken here.
+pub fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
 /// Which timer ends a budget's wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Timer {
