@@ -10,7 +10,7 @@ batching_provider() {
   t=${t//'${fallback}'/false}
   t=${t//'${poll_delay}'/0.01s}
   t=${t//'${engine}'/"${2:-auto}"}
-  t=${t//'${batching}'/adaptive}
+  t=${t//'${batching}'/budget}
   printf -v pad '%*s' "${3:-0}" ''
   while IFS= read -r line; do printf '%s%s\n' "$pad" "$line"; done <<<"$t"
 }
