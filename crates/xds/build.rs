@@ -44,6 +44,10 @@ const ROOTS: &[&str] = &[
     "envoy.extensions.upstreams.tcp.v3.TcpProtocolOptions",
     "envoy.extensions.load_balancing_policies.round_robin.v3.RoundRobin",
     "envoy.extensions.load_balancing_policies.least_request.v3.LeastRequest",
+    // Tracer providers in an HCM's `tracing` (accepted with no effect: Istio's and Envoy
+    // Gateway's defaults name one), so that its `typed_config` decodes.
+    "envoy.config.trace.v3.ZipkinConfig",
+    "envoy.config.trace.v3.OpenTelemetryConfig",
     "google.protobuf.Struct",
     "google.protobuf.Duration",
 ];

@@ -1,4 +1,4 @@
-//! `access_log[]` of the HTTP connection manager: the logger (file, stdout, stderr) and its
+//! `access_log[]` of the HTTP connection manager and of a listener: the logger (file, stdout, stderr) and its
 //! `SubstitutionFormatString`, with every format string parsed here, once, into
 //! [`FormatPart`]s. Errors follow Envoy's wording (`Not supported field in StreamInfo: X`,
 //! `Couldn't find valid command at position N`). A `text_format_source.filename` is read now,
@@ -23,7 +23,11 @@ const STDERR_LOG_TYPE: &str =
     "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StderrAccessLog";
 
 pub(crate) fn access_log(node: &Node<'_>) -> Result<AccessLog> {
-    let o = node.obj_with(&["name", "typed_config"], &["filter"])?;
+    let o = node.obj(&["name", "typed_config", "filter"])?;
+    let filter = o
+        .get("filter")
+        .map(|f| crate::access_log_filter::access_log_filter(&f))
+        .transpose()?;
     let tc = o.req("typed_config")?;
     let name = match o.get("name") {
         Some(n) => Some((n.as_str()?, n)),
@@ -88,6 +92,7 @@ pub(crate) fn access_log(node: &Node<'_>) -> Result<AccessLog> {
         sink,
         format,
         omit_empty_values,
+        filter,
     })
 }
 

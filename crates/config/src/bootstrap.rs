@@ -16,7 +16,8 @@ use crate::model::{
     Admin, ApiConfigSource, Bootstrap, Cluster, ConfigSourceKind, DynamicResources, Listener,
     Node as NodeInfo, RawConfig, RuntimeLayer,
 };
-use crate::walk::{join, Node, Result};
+use crate::static_secrets::{in_scope, static_secrets, StaticSecrets};
+use crate::walk::{join, Node, Obj, Result};
 
 const GDMC_MONITOR: &str = "envoy.resource_monitors.global_downstream_max_connections";
 const GDMC_TYPE: &str = "type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig";
@@ -295,9 +296,18 @@ fn node(n: &Node<'_>) -> Result<NodeInfo> {
     })
 }
 
-/// Listeners and clusters. Clusters are read first: routes and tcp proxies name them.
+/// Secrets, listeners and clusters. Secrets are read first (listeners and clusters name them),
+/// then clusters (routes and tcp proxies name them).
 fn static_resources(node: &Node<'_>) -> Result<(Vec<Listener>, Vec<Cluster>)> {
-    let o = node.obj_with(&["listeners", "clusters"], &["secrets"])?;
+    let o = node.obj(&["listeners", "clusters", "secrets"])?;
+    let secrets = match o.get("secrets") {
+        Some(s) => static_secrets(&s)?,
+        None => StaticSecrets::default(),
+    };
+    in_scope(&secrets, || listeners_and_clusters(&o))
+}
+
+fn listeners_and_clusters(o: &Obj<'_>) -> Result<(Vec<Listener>, Vec<Cluster>)> {
     let clusters = match o.get("clusters") {
         Some(c) => clusters(&c)?,
         None => Vec::new(),

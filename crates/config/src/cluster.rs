@@ -9,7 +9,8 @@ use crate::duration::duration;
 use crate::endpoint::{endpoint_address, load_assignment, Addresses};
 use crate::lb_policy::load_balancing_policy;
 use crate::model::{
-    CircuitBreakers, Cluster, ClusterDiscovery, Endpoint, LbPolicy, UpstreamProtocol, UpstreamTls,
+    CircuitBreakers, Cluster, ClusterDiscovery, DnsLookupFamily, Endpoint, LbPolicy,
+    UpstreamProtocol, UpstreamTls,
 };
 use crate::tls::upstream_tls_context;
 use crate::walk::{join, Node, Obj, Result};
@@ -22,7 +23,7 @@ const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const DEFAULT_DNS_REFRESH_RATE: Duration = Duration::from_secs(5);
 
 /// `Http2ProtocolOptions` fields (none implemented).
-const HTTP2_OPTIONS: &[&str] = &[
+pub(crate) const HTTP2_OPTIONS: &[&str] = &[
     "hpack_table_size",
     "max_concurrent_streams",
     "initial_stream_window_size",
@@ -96,16 +97,18 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
             "health_checks",
             "outlier_detection",
             "common_lb_config",
+            "metadata",
+            "dns_lookup_family",
+            "per_connection_buffer_limit_bytes",
+            "ignore_health_on_host_removal",
         ],
         &[
             "cluster_type",
-            "per_connection_buffer_limit_bytes",
             "upstream_http_protocol_options",
             "common_http_protocol_options",
             "http_protocol_options",
             "dns_failure_refresh_rate",
             "respect_dns_ttl",
-            "dns_lookup_family",
             "dns_resolvers",
             "use_tcp_for_dns_lookups",
             "dns_resolution_config",
@@ -120,10 +123,8 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
             "original_dst_lb_config",
             "least_request_lb_config",
             "round_robin_lb_config",
-            "metadata",
             "protocol_selection",
             "close_connections_on_host_health_failure",
-            "ignore_health_on_host_removal",
             "filters",
             "lrs_server",
             "lrs_report_endpoint_metrics",
@@ -137,6 +138,27 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
     )?;
     let name = o.req("name")?.non_empty_str()?.to_owned();
     o.opt_str("alt_stat_name")?;
+    if let Some(m) = o.get("metadata") {
+        crate::no_effect::metadata(&m)?;
+    }
+    let dns_lookup_family = o
+        .get("dns_lookup_family")
+        .map(|f| {
+            f.enum_index(&["AUTO", "V4_ONLY", "V6_ONLY", "V4_PREFERRED", "ALL"])
+                .map(|i| match i {
+                    0 => DnsLookupFamily::Auto,
+                    1 => DnsLookupFamily::V4Only,
+                    2 => DnsLookupFamily::V6Only,
+                    3 => DnsLookupFamily::V4Preferred,
+                    _ => DnsLookupFamily::All,
+                })
+        })
+        .transpose()?;
+    let per_connection_buffer_limit_bytes = o
+        .get("per_connection_buffer_limit_bytes")
+        .map(|n| n.as_u64_in(0, u64::from(u32::MAX)).map(|v| v as u32))
+        .transpose()?;
+    let ignore_health_on_host_removal = o.bool_or_false("ignore_health_on_host_removal")?;
     let discovery = match o.get("type") {
         None => ClusterDiscovery::Static,
         Some(t) => match t.as_str()? {
@@ -264,6 +286,9 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
         health_check,
         outlier_detection,
         healthy_panic_threshold,
+        dns_lookup_family,
+        per_connection_buffer_limit_bytes,
+        ignore_health_on_host_removal,
     })
 }
 

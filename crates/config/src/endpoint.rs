@@ -58,10 +58,14 @@ pub(crate) fn load_assignment(node: &Node<'_>, addresses: Addresses) -> Result<A
                 "locality",
                 "load_balancing_weight",
                 "priority",
+                "metadata",
             ],
-            &["metadata", "proximity", "leds_cluster_locality_config"],
+            &["proximity", "leds_cluster_locality_config"],
         )?;
         weight(&leo)?;
+        if let Some(m) = leo.get("metadata") {
+            crate::no_effect::metadata(&m)?;
+        }
         if let Some(l) = leo.get("locality") {
             l.obj(&["region", "zone", "sub_zone"])?;
         }
@@ -72,10 +76,18 @@ pub(crate) fn load_assignment(node: &Node<'_>, addresses: Addresses) -> Result<A
         }
         for lb in leo.items("lb_endpoints") {
             let lbo = lb.obj_with(
-                &["endpoint", "health_status", "load_balancing_weight"],
-                &["endpoint_name", "metadata"],
+                &[
+                    "endpoint",
+                    "health_status",
+                    "load_balancing_weight",
+                    "metadata",
+                ],
+                &["endpoint_name"],
             )?;
             weight(&lbo)?;
+            if let Some(m) = lbo.get("metadata") {
+                crate::no_effect::metadata(&m)?;
+            }
             let ep = lbo.req("endpoint")?;
             let epo = ep.obj_with(
                 &["address", "hostname"],

@@ -8,13 +8,16 @@ use crate::config_source::config_source;
 use crate::duration::duration;
 use crate::http_filter::http_filters;
 use crate::model::{
-    CodecType, EscapedSlashesAction, HttpConnectionManager, PathNormalization, RouteSource,
+    CodecType, EscapedSlashesAction, HeadersWithUnderscoresAction, Http2Options,
+    HttpConnectionManager, PathNormalization, RouteSource, ServerHeaderTransformation,
 };
 use crate::route::route_config;
 use crate::walk::{Node, Obj, Result};
 
 const HCM_TYPE: &str = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
 const DEFAULT_MAX_REQUEST_HEADERS_KB: u32 = 60;
+/// Envoy's default `stream_idle_timeout`.
+const DEFAULT_STREAM_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 pub(crate) fn http_connection_manager(
     node: &Node<'_>,
     clusters: &ClusterNames,
@@ -39,15 +42,16 @@ pub(crate) fn http_connection_manager(
             "upgrade_configs",
             "xff_num_trusted_hops",
             "http3_protocol_options",
+            "tracing",
+            "server_header_transformation",
+            "http2_protocol_options",
+            "proxy_100_continue",
+            "stream_idle_timeout",
         ],
         &[
             "scoped_routes",
-            "tracing",
             "http_protocol_options",
-            "http2_protocol_options",
-            "server_header_transformation",
             "scheme_header_transformation",
-            "stream_idle_timeout",
             "request_timeout",
             "request_headers_timeout",
             "drain_timeout",
@@ -62,7 +66,6 @@ pub(crate) fn http_connection_manager(
             "always_set_request_id_in_response",
             "forward_client_cert_details",
             "set_current_client_cert_details",
-            "proxy_100_continue",
             "represent_ipv4_remote_address_as_ipv4_mapped_ipv6",
             "request_id_extension",
             "local_reply_config",
@@ -123,23 +126,47 @@ pub(crate) fn http_connection_manager(
         }
     }
     let stat_prefix = o.req("stat_prefix")?.non_empty_str()?.to_owned();
-    let http_filters = http_filters(&o.items("http_filters"))?;
+    if let Some(t) = o.get("tracing") {
+        crate::no_effect::hcm_tracing(&t)?;
+    }
+    let (http_filters, router) = http_filters(&o.items("http_filters"))?;
+    let http2 = o
+        .get("http2_protocol_options")
+        .map(|n| http2_options(&n))
+        .transpose()?
+        .unwrap_or_default();
     let path_normalization = path_normalization(&o)?;
     let mut idle_timeout = None;
+    let mut headers_with_underscores_action = HeadersWithUnderscoresAction::Allow;
     if let Some(p) = o.get("common_http_protocol_options") {
         let po = p.obj_with(
-            &["idle_timeout"],
+            &["idle_timeout", "headers_with_underscores_action"],
             &[
                 "max_connection_duration",
                 "max_headers_count",
                 "max_response_headers_kb",
                 "max_stream_duration",
-                "headers_with_underscores_action",
                 "max_requests_per_connection",
             ],
         )?;
         idle_timeout = po.get("idle_timeout").map(|d| duration(&d)).transpose()?;
+        if let Some(a) = po.get("headers_with_underscores_action") {
+            headers_with_underscores_action =
+                match a.enum_index(&["ALLOW", "REJECT_REQUEST", "DROP_HEADER"])? {
+                    0 => HeadersWithUnderscoresAction::Allow,
+                    1 => HeadersWithUnderscoresAction::RejectRequest,
+                    _ => HeadersWithUnderscoresAction::DropHeader,
+                };
+        }
     }
+    let server_header_transformation = match o.get("server_header_transformation") {
+        None => ServerHeaderTransformation::Overwrite,
+        Some(t) => match t.enum_index(&["OVERWRITE", "APPEND_IF_ABSENT", "PASS_THROUGH"])? {
+            0 => ServerHeaderTransformation::Overwrite,
+            1 => ServerHeaderTransformation::AppendIfAbsent,
+            _ => ServerHeaderTransformation::PassThrough,
+        },
+    };
     let max_request_headers_kb = match o.get("max_request_headers_kb") {
         Some(n) => u32::try_from(n.as_u64_in(1, 8192)?).map_err(|_| n.err("out of range"))?,
         None => DEFAULT_MAX_REQUEST_HEADERS_KB,
@@ -158,19 +185,12 @@ pub(crate) fn http_connection_manager(
     let mut upgrade_types: Vec<String> = Vec::new();
     for u in o.items("upgrade_configs") {
         let uo = u.obj_with(&["upgrade_type", "enabled"], &["filters"])?;
-        let t = uo.req("upgrade_type")?;
-        let ty = t.non_empty_str()?;
-        if ty
-            .bytes()
-            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
-        {
-            return Err(t.err(format!("invalid upgrade type \"{ty}\"")));
-        }
-        if upgrade_types.iter().any(|x| x.eq_ignore_ascii_case(ty)) {
-            return Err(t.err(format!("duplicate upgrade type \"{ty}\"")));
-        }
+        let ty = crate::route::upgrade_type(
+            &uo.req("upgrade_type")?,
+            upgrade_types.iter().map(String::as_str),
+        )?;
         if uo.opt_bool("enabled")?.unwrap_or(true) {
-            upgrade_types.push(ty.to_owned());
+            upgrade_types.push(ty);
         }
     }
     let routes = match (o.get("route_config"), o.get("rds")) {
@@ -200,6 +220,44 @@ pub(crate) fn http_connection_manager(
         use_remote_address,
         xff_num_trusted_hops,
         generate_request_id,
+        suppress_envoy_headers: router.suppress_envoy_headers,
+        server_header_transformation,
+        headers_with_underscores_action,
+        connection_buffer_limit_bytes: None,
+        http2,
+        proxy_100_continue: o.bool_or_false("proxy_100_continue")?,
+        stream_idle_timeout: match o.get("stream_idle_timeout") {
+            Some(d) => Some(duration(&d)?).filter(|d| !d.is_zero()),
+            None => Some(DEFAULT_STREAM_IDLE_TIMEOUT),
+        },
+    })
+}
+
+/// The connection manager's `http2_protocol_options`: the three settings it sends its HTTP/2
+/// clients, in Envoy's ranges; the other `Http2ProtocolOptions` fields are not supported yet.
+fn http2_options(node: &Node<'_>) -> Result<Http2Options> {
+    const WINDOW: (u64, u64) = (65_535, 2_147_483_647);
+    let o = node.obj_with(
+        &[
+            "max_concurrent_streams",
+            "initial_stream_window_size",
+            "initial_connection_window_size",
+        ],
+        &crate::cluster::HTTP2_OPTIONS
+            .iter()
+            .copied()
+            .chain(["connection_keepalive"])
+            .collect::<Vec<_>>(),
+    )?;
+    let get = |key: &str, (lo, hi): (u64, u64)| {
+        o.get(key)
+            .map(|n| n.as_u64_in(lo, hi).map(|v| v as u32))
+            .transpose()
+    };
+    Ok(Http2Options {
+        max_concurrent_streams: get("max_concurrent_streams", (1, 2_147_483_647))?,
+        initial_stream_window_size: get("initial_stream_window_size", WINDOW)?,
+        initial_connection_window_size: get("initial_connection_window_size", WINDOW)?,
     })
 }
 

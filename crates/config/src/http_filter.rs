@@ -43,24 +43,38 @@ fn url(short: &str) -> String {
     format!("type.googleapis.com/{short}")
 }
 
-/// `http_filters[]`: the filters before the router, in order. The router must be last.
-pub(crate) fn http_filters(list: &[Node<'_>]) -> Result<Vec<HttpFilter>> {
+/// The router's settings quickshake reads.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RouterSettings {
+    /// `suppress_envoy_headers` (default false).
+    pub suppress_envoy_headers: bool,
+}
+
+/// One entry of `http_filters[]`.
+enum Filter {
+    Router(RouterSettings),
+    Other(HttpFilter),
+}
+
+/// `http_filters[]`: the filters before the router, in order, and the router's settings. The
+/// router must be last.
+pub(crate) fn http_filters(list: &[Node<'_>]) -> Result<(Vec<HttpFilter>, RouterSettings)> {
     let mut out = Vec::new();
-    let mut router: Option<String> = None;
+    let mut router: Option<(String, RouterSettings)> = None;
     for f in list {
-        if let Some(at) = &router {
+        if let Some((at, _)) = &router {
             return Err(f.err(format!("the router ({at}) must be the last HTTP filter")));
         }
         match http_filter(f)? {
-            Some(filter) => out.push(filter),
-            None => router = Some(f.path.clone()),
+            Filter::Other(filter) => out.push(filter),
+            Filter::Router(settings) => router = Some((f.path.clone(), settings)),
         }
     }
-    Ok(out)
+    Ok((out, router.map(|(_, s)| s).unwrap_or_default()))
 }
 
-/// One filter; `None` for the router.
-fn http_filter(node: &Node<'_>) -> Result<Option<HttpFilter>> {
+/// One filter.
+fn http_filter(node: &Node<'_>) -> Result<Filter> {
     let o = node.obj_with(
         &["name", "typed_config"],
         &["config_discovery", "is_optional", "disabled"],
@@ -89,27 +103,28 @@ fn http_filter(node: &Node<'_>) -> Result<Option<HttpFilter>> {
         },
     };
     match (kind, tc) {
-        (ROUTER, None) => Ok(None),
+        (ROUTER, None) => Ok(Filter::Router(RouterSettings::default())),
         (ROUTER, Some(tc)) => {
-            tc.typed(
+            let ro = tc.typed(
                 &url(ROUTER),
-                &[],
+                &["suppress_envoy_headers"],
                 &[
                     "dynamic_stats",
                     "start_child_span",
                     "upstream_log",
                     "upstream_log_options",
-                    "suppress_envoy_headers",
                     "strict_check_headers",
                     "respect_expected_rq_timeout",
                     "suppress_grpc_request_failure_code_stats",
                     "upstream_http_filters",
                 ],
             )?;
-            Ok(None)
+            Ok(Filter::Router(RouterSettings {
+                suppress_envoy_headers: ro.bool_or_false("suppress_envoy_headers")?,
+            }))
         }
-        (HEALTH_CHECK, Some(tc)) => Ok(Some(HttpFilter::HealthCheck(health_check(&tc)?))),
-        (COMPRESSOR, Some(tc)) => Ok(Some(HttpFilter::Compressor(compressor(&tc)?))),
+        (HEALTH_CHECK, Some(tc)) => Ok(Filter::Other(HttpFilter::HealthCheck(health_check(&tc)?))),
+        (COMPRESSOR, Some(tc)) => Ok(Filter::Other(HttpFilter::Compressor(compressor(&tc)?))),
         (other, Some(tc)) => Err(crate::ConfigError::invalid(
             tc.path.clone() + ".@type",
             format!("unknown HTTP filter type {other} (supported: {SUPPORTED})"),

@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 mod access_log;
+mod access_log_filter;
 mod address;
 mod bootstrap;
 mod certificate;
@@ -34,6 +35,7 @@ mod listener;
 mod matcher;
 mod merge;
 pub mod model;
+mod no_effect;
 mod quic;
 mod sds;
 pub use sds::{
@@ -42,6 +44,8 @@ pub use sds::{
 };
 mod route;
 mod source;
+mod static_secrets;
+pub use static_secrets::with_static_secrets;
 mod ticket_keys;
 pub use ticket_keys::SESSION_TICKET_KEY_LEN;
 mod tls;

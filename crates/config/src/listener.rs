@@ -39,13 +39,15 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
             "ignore_global_conn_limit",
             "bypass_overload_manager",
             "udp_listener_config",
+            "metadata",
+            "max_connections_to_accept_per_socket_event",
+            "default_filter_chain",
+            "access_log",
         ],
         &[
             "additional_addresses",
-            "metadata",
             "deprecated_v1",
             "drain_type",
-            "default_filter_chain",
             "filter_chain_matcher",
             "use_original_dst",
             "listener_filters_timeout",
@@ -58,9 +60,7 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
             "connection_balance_config",
             "reuse_port",
             "enable_reuse_port",
-            "access_log",
             "tcp_backlog_size",
-            "max_connections_to_accept_per_socket_event",
             "bind_to_port",
             "internal_listener",
             "enable_mptcp",
@@ -124,6 +124,10 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
         .get("per_connection_buffer_limit_bytes")
         .map(|n| n.as_u64_in(0, u64::from(u32::MAX)).map(|v| v as u32))
         .transpose()?;
+    let max_connections_to_accept_per_socket_event = o
+        .get("max_connections_to_accept_per_socket_event")
+        .map(|n| n.as_u64_in(1, u64::from(u32::MAX)).map(|v| v as u32))
+        .transpose()?;
     let mut inbound = false;
     if let Some(t) = o.get("traffic_direction") {
         let dir = t.as_str()?;
@@ -135,11 +139,18 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
         inbound = dir == "INBOUND";
     }
     o.opt_str("stat_prefix")?;
-    let chains_node = o.req("filter_chains")?;
+    if let Some(m) = o.get("metadata") {
+        crate::no_effect::metadata(&m)?;
+    }
+    // The HTTP connection manager's logger and format (`access_log`), one parser for both.
+    let mut access_logs = Vec::new();
+    for a in o.items("access_log") {
+        access_logs.push(crate::access_log::access_log(&a)?);
+    }
     let mut chains = Vec::new();
     // (server name lowercased or "" for any, transport_protocol) -> chain path
     let mut matches: HashMap<(String, String), String> = HashMap::new();
-    for c in chains_node.items() {
+    for c in o.items("filter_chains") {
         let (chain, transport_protocol) = filter_chain(&c, clusters)?;
         let keys: Vec<(String, usize)> = if chain.server_names.is_empty() {
             vec![(String::new(), usize::MAX)]
@@ -171,8 +182,25 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
         }
         chains.push(chain);
     }
+    // `default_filter_chain`: serves the connections no chain matches (Envoy ignores its
+    // `filter_chain_match`); it is last, marked, so that selection tries it only then.
+    if let Some(d) = o.get("default_filter_chain") {
+        let (mut chain, _) = filter_chain(&d, clusters)?;
+        chain.server_names.clear();
+        chain.default = true;
+        chains.push(chain);
+    }
     if chains.is_empty() {
-        return Err(chains_node.err("at least one filter chain is required"));
+        return Err(crate::ConfigError::invalid(
+            join(&node.path, "filter_chains"),
+            "at least one filter chain (or a default_filter_chain) is required",
+        ));
+    }
+    // A stream's buffer limit is its connection's, as in Envoy.
+    for c in &mut chains {
+        if let NetworkFilter::Http(hcm) = &mut c.network {
+            hcm.connection_buffer_limit_bytes = per_connection_buffer_limit_bytes;
+        }
     }
     crate::quic::check_chains(&chains, quic.is_some())?;
     Ok(Listener {
@@ -187,6 +215,8 @@ pub(crate) fn listener(node: &Node<'_>, index: usize, clusters: &ClusterNames) -
         limits,
         quic,
         inbound,
+        max_connections_to_accept_per_socket_event,
+        access_logs,
     })
 }
 
@@ -331,6 +361,7 @@ fn filter_chain(node: &Node<'_>, clusters: &ClusterNames) -> Result<(FilterChain
             transport_socket_connect_timeout,
             rate_limits,
             network,
+            default: false,
         },
         transport_protocol,
     ))

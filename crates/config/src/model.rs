@@ -14,12 +14,14 @@ mod health;
 mod http;
 mod limits;
 mod route;
+mod san;
 mod xds;
 pub use access_log::*;
 pub use health::*;
 pub use http::*;
 pub use limits::*;
 pub use route::*;
+pub use san::*;
 pub use xds::*;
 
 /// The whole bootstrap (`static_resources` + `admin` + `overload_manager`).
@@ -146,6 +148,12 @@ pub struct Listener {
     pub quic: Option<QuicOptions>,
     /// `traffic_direction: INBOUND`: admin `/drain_listeners?inboundonly` stops this listener.
     pub inbound: bool,
+    /// `max_connections_to_accept_per_socket_event` (>= 1): at most this many connections are
+    /// accepted per wakeup before the listener yields; `None` accepts all that are pending.
+    pub max_connections_to_accept_per_socket_event: Option<u32>,
+    /// `access_log[]`: written for a connection that matches no filter chain (response flag
+    /// `NR`, details `filter_chain_not_found`) or whose listener filters time out.
+    pub access_logs: Vec<AccessLog>,
 }
 
 /// `udp_listener_config.quic_options` (`QuicProtocolOptions`) of a QUIC listener, Envoy's
@@ -198,6 +206,9 @@ pub struct FilterChain {
     pub rate_limits: Vec<LocalRateLimit>,
     /// The chain's terminal network filter (the last of `filters`).
     pub network: NetworkFilter,
+    /// The listener's `default_filter_chain` (last of `Listener::filter_chains`, no server
+    /// names): it serves only the connections that no other chain matches.
+    pub default: bool,
 }
 
 impl FilterChain {
@@ -256,6 +267,9 @@ pub struct DownstreamTls {
     pub require_client_certificate: bool,
     /// `common_tls_context.validation_context.trusted_ca`.
     pub trusted_ca: Option<DataSource>,
+    /// `common_tls_context.validation_context.match_typed_subject_alt_names[]` (only with
+    /// `trusted_ca`): a client certificate must have a SAN one of them matches.
+    pub san_matchers: Vec<SanMatcher>,
     /// `session_ticket_keys.keys[]` (each 80 bytes, as Envoy requires). The first encrypts new
     /// tickets; every one decrypts.
     pub session_ticket_keys: Vec<DataSource>,
@@ -423,6 +437,28 @@ pub struct Cluster {
     pub outlier_detection: Option<OutlierDetection>,
     /// `common_lb_config.healthy_panic_threshold.value` in percent (default 50).
     pub healthy_panic_threshold: f64,
+    /// `dns_lookup_family` for STRICT_DNS and LOGICAL_DNS; `None` (not given) keeps every
+    /// resolved address in the resolver's order.
+    pub dns_lookup_family: Option<DnsLookupFamily>,
+    /// `per_connection_buffer_limit_bytes` (Envoy's default 1 MiB when `None`).
+    pub per_connection_buffer_limit_bytes: Option<u32>,
+    /// `ignore_health_on_host_removal` (default false).
+    pub ignore_health_on_host_removal: bool,
+}
+
+/// `Cluster.DnsLookupFamily`: which of a name's addresses a DNS cluster uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DnsLookupFamily {
+    /// `AUTO`: the IPv6 addresses if there are any, else the IPv4 ones.
+    Auto,
+    /// `V4_ONLY`.
+    V4Only,
+    /// `V6_ONLY`.
+    V6Only,
+    /// `V4_PREFERRED`: the IPv4 addresses if there are any, else the IPv6 ones.
+    V4Preferred,
+    /// `ALL`: both families.
+    All,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -474,6 +510,17 @@ impl Default for CircuitBreakers {
     }
 }
 
+/// A `CertificateValidationContext` as quickshake implements it: the peer's chain must lead
+/// to `trusted_ca`, and when `san_matchers` is not empty, its certificate must have a SAN one
+/// of them matches (Envoy's `DefaultCertValidator`).
+#[derive(Debug, Clone)]
+pub struct ValidationContext {
+    /// `trusted_ca` (Envoy refuses SAN matchers without it, as quickshake does).
+    pub trusted_ca: DataSource,
+    /// `match_typed_subject_alt_names[]`.
+    pub san_matchers: Vec<SanMatcher>,
+}
+
 /// An `UpstreamTlsContext`.
 #[derive(Debug, Clone)]
 pub struct UpstreamTls {
@@ -481,6 +528,10 @@ pub struct UpstreamTls {
     pub sni: Option<String>,
     /// `common_tls_context.validation_context.trusted_ca`.
     pub trusted_ca: Option<DataSource>,
+    /// `common_tls_context.validation_context.match_typed_subject_alt_names[]` (only with
+    /// `trusted_ca`): the server's certificate must have a SAN one of them matches. (With
+    /// `trusted_ca_sds`, the secret's own matchers apply instead, as in Envoy.)
+    pub san_matchers: Vec<SanMatcher>,
     /// `common_tls_context.alpn_protocols`.
     pub alpn_protocols: Vec<String>,
     /// `common_tls_context.tls_certificates[0]` (at most one): the client certificate.
@@ -490,7 +541,7 @@ pub struct UpstreamTls {
     /// built ([`crate::load_sds_tls_certificate`]).
     pub client_certificate_sds: Option<SdsSecretRef>,
     /// `common_tls_context.validation_context_sds_secret_config` from a file
-    /// ([`crate::load_sds_trusted_ca`]).
+    /// ([`crate::load_sds_trusted_ca`]: the secret's `trusted_ca` and SAN matchers).
     pub trusted_ca_sds: Option<SdsSecretRef>,
 }
 

@@ -103,7 +103,7 @@ pub(crate) fn route_config(
 fn virtual_host(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<VirtualHost> {
     let o = node.obj_with(
         &[
-            "name", "domains", "routes", FIELDS[0], FIELDS[1], FIELDS[2], FIELDS[3],
+            "name", "domains", "routes", "metadata", FIELDS[0], FIELDS[1], FIELDS[2], FIELDS[3],
         ],
         &[
             "matcher",
@@ -120,10 +120,12 @@ fn virtual_host(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Virt
             "include_is_timeout_retry_header",
             "per_request_buffer_limit_bytes",
             "request_mirror_policies",
-            "metadata",
         ],
     )?;
     let name = o.req("name")?.non_empty_str()?.to_owned();
+    if let Some(m) = o.get("metadata") {
+        crate::no_effect::metadata(&m)?;
+    }
     let domains_node = o.req("domains")?;
     let domains = domains_node.str_list()?;
     if domains.is_empty() {
@@ -150,6 +152,8 @@ fn route(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Route> {
             "direct_response",
             "route",
             "redirect",
+            "metadata",
+            "decorator",
             FIELDS[0],
             FIELDS[1],
             FIELDS[2],
@@ -158,8 +162,6 @@ fn route(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Route> {
         &[
             "filter_action",
             "non_forwarding_action",
-            "metadata",
-            "decorator",
             "typed_per_filter_config",
             "tracing",
             "per_request_buffer_limit_bytes",
@@ -167,6 +169,12 @@ fn route(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Route> {
         ],
     )?;
     let name = o.opt_str("name")?.unwrap_or_default().to_owned();
+    if let Some(m) = o.get("metadata") {
+        crate::no_effect::metadata(&m)?;
+    }
+    if let Some(d) = o.get("decorator") {
+        crate::no_effect::decorator(&d)?;
+    }
     let (matcher, case_sensitive, headers) = route_match(&o.req("match")?)?;
     let action = match o.present(&ACTIONS).as_slice() {
         ["direct_response"] => direct_response(&o.req("direct_response")?)?,
@@ -192,13 +200,18 @@ fn route(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Route> {
 
 /// `match`: the path matcher, `case_sensitive` and `headers`.
 fn route_match(node: &Node<'_>) -> Result<(RouteMatch, bool, Vec<HeaderMatcher>)> {
-    const KINDS: [&str; 2] = ["prefix", "path"];
+    const KINDS: [&str; 3] = ["prefix", "path", "path_separated_prefix"];
     let o = node.obj_with(
-        &["prefix", "path", "case_sensitive", "headers"],
+        &[
+            "prefix",
+            "path",
+            "path_separated_prefix",
+            "case_sensitive",
+            "headers",
+        ],
         &[
             "safe_regex",
             "connect_matcher",
-            "path_separated_prefix",
             "path_match_policy",
             "runtime_fraction",
             "query_parameters",
@@ -215,8 +228,11 @@ fn route_match(node: &Node<'_>) -> Result<(RouteMatch, bool, Vec<HeaderMatcher>)
             let p = o.req("path")?;
             RouteMatch::Path(p.non_empty_str()?.to_owned())
         }
-        [] => return Err(node.err("needs prefix or path")),
-        _ => return Err(node.err("only one of prefix, path may be set")),
+        ["path_separated_prefix"] => RouteMatch::PathSeparatedPrefix(path_separated_prefix(
+            &o.req("path_separated_prefix")?,
+        )?),
+        [] => return Err(node.err("needs prefix, path or path_separated_prefix")),
+        _ => return Err(node.err("only one of prefix, path, path_separated_prefix may be set")),
     };
     let case_sensitive = o.opt_bool("case_sensitive")?.unwrap_or(true);
     let headers = o
@@ -225,6 +241,26 @@ fn route_match(node: &Node<'_>) -> Result<(RouteMatch, bool, Vec<HeaderMatcher>)
         .map(header_matcher)
         .collect::<Result<Vec<_>>>()?;
     Ok((matcher, case_sensitive, headers))
+}
+
+/// `match.path_separated_prefix`, as Envoy validates it (`^[^?#]+[^?#/]$`): no `?` or `#`, not
+/// ending in `/`. Envoy does not ask for a leading `/` (such a value matches no request).
+fn path_separated_prefix(node: &Node<'_>) -> Result<String> {
+    let p = node.non_empty_str()?;
+    if p.contains(['?', '#']) {
+        return Err(node.err(format!("must not contain '?' or '#', got \"{p}\"")));
+    }
+    if p.ends_with('/') {
+        return Err(node.err(format!(
+            "must not end with '/' (use prefix: \"/\" to match every path), got \"{p}\""
+        )));
+    }
+    if p.chars().count() < 2 {
+        return Err(node.err(format!(
+            "must be at least 2 characters (Envoy's ^[^?#]+[^?#/]$), got \"{p}\""
+        )));
+    }
+    Ok(p.to_owned())
 }
 
 fn direct_response(node: &Node<'_>) -> Result<RouteAction> {
@@ -248,7 +284,13 @@ fn direct_response(node: &Node<'_>) -> Result<RouteAction> {
 /// A route's `route` action.
 fn route_target(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<RouteTarget> {
     let o = node.obj_with(
-        &["cluster", "timeout", "prefix_rewrite", "retry_policy"],
+        &[
+            "cluster",
+            "timeout",
+            "prefix_rewrite",
+            "retry_policy",
+            "upgrade_configs",
+        ],
         &[
             "cluster_header",
             "weighted_clusters",
@@ -274,7 +316,6 @@ fn route_target(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Rout
             "cors",
             "max_grpc_timeout",
             "grpc_timeout_offset",
-            "upgrade_configs",
             "internal_redirect_policy",
             "internal_redirect_action",
             "max_internal_redirects",
@@ -296,12 +337,60 @@ fn route_target(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Rout
         .get("retry_policy")
         .map(|r| retry_policy(&r))
         .transpose()?;
+    let upgrades = o
+        .items("upgrade_configs")
+        .iter()
+        .try_fold(Vec::new(), |mut seen, u| {
+            let entry = route_upgrade(u, &seen)?;
+            seen.push(entry);
+            Ok(seen)
+        })?;
     Ok(RouteTarget {
         cluster,
         timeout,
         prefix_rewrite,
         retry_policy,
+        upgrades,
     })
+}
+
+/// One of a route's `upgrade_configs` (`RouteAction.UpgradeConfig`): its type and whether it is
+/// `enabled` (default true). Envoy refuses a type twice and `connect_config` on a type other
+/// than `CONNECT`; quickshake does not proxy CONNECT, so `connect_config` is refused always.
+fn route_upgrade(node: &Node<'_>, seen: &[(String, bool)]) -> Result<(String, bool)> {
+    let o = node.obj(&["upgrade_type", "enabled", "connect_config"])?;
+    let ty = upgrade_type(
+        &o.req("upgrade_type")?,
+        seen.iter().map(|(t, _)| t.as_str()),
+    )?;
+    if let Some(c) = o.get("connect_config") {
+        if !ty.eq_ignore_ascii_case("CONNECT") {
+            return Err(c.err(format!(
+                "non-CONNECT upgrade type \"{ty}\" has connect_config"
+            )));
+        }
+        return Err(c.unsupported(Some("CONNECT proxying (connect_config)")));
+    }
+    Ok((ty, o.opt_bool("enabled")?.unwrap_or(true)))
+}
+
+/// An `upgrade_type` (of the connection manager's or a route's `upgrade_configs`): a token, not
+/// one of `seen` (types compare case-insensitively, as Envoy's do).
+pub(crate) fn upgrade_type<'s>(
+    t: &Node<'_>,
+    mut seen: impl Iterator<Item = &'s str>,
+) -> Result<String> {
+    let ty = t.non_empty_str()?;
+    if ty
+        .bytes()
+        .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+    {
+        return Err(t.err(format!("invalid upgrade type \"{ty}\"")));
+    }
+    if seen.any(|x| x.eq_ignore_ascii_case(ty)) {
+        return Err(t.err(format!("duplicate upgrade type \"{ty}\"")));
+    }
+    Ok(ty.to_owned())
 }
 
 fn retry_policy(node: &Node<'_>) -> Result<RetryPolicy> {

@@ -13,7 +13,7 @@ use crate::certificate::tls_certificate;
 use crate::config_source::config_source;
 use crate::error::ConfigError;
 use crate::model::DataSource;
-use crate::model::{SdsSecretRef, TlsCertificate};
+use crate::model::{SdsSecretRef, TlsCertificate, ValidationContext};
 use crate::source::{read_config_text, yaml_text_to_json};
 use crate::ticket_keys::session_ticket_keys;
 use crate::validation::validation_context_ca;
@@ -22,24 +22,34 @@ use crate::walk::Result;
 
 const SECRET_TYPE: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
 
-/// Parse one `tls_certificate_sds_secret_configs[]` entry.
-pub(crate) fn sds_secret_ref(node: &Node<'_>) -> Result<SdsSecretRef> {
+/// A secret reference (`SdsSecretConfig`): a secret from its `sds_config` source, or, without
+/// `sds_config`, the name of one of `static_resources.secrets` (resolved by the caller with
+/// [`crate::static_secrets`]).
+pub(crate) enum SecretRef {
+    Sds(SdsSecretRef),
+    Static(String),
+}
+
+/// Parse one `*_sds_secret_config(s)` entry.
+pub(crate) fn secret_ref(node: &Node<'_>) -> Result<SecretRef> {
     let o = node.obj(&["name", "sds_config"])?;
     let name = o.req("name")?.non_empty_str()?.to_owned();
-    let source = config_source(&o.req("sds_config")?)?;
-    Ok(SdsSecretRef {
+    let Some(c) = o.get("sds_config") else {
+        return Ok(SecretRef::Static(name));
+    };
+    Ok(SecretRef::Sds(SdsSecretRef {
         path: node.path.clone(),
         name,
-        source,
-    })
+        source: config_source(&c)?,
+    }))
 }
 
 /// What a `Secret` resource holds that quickshake uses.
 #[derive(Debug, Clone)]
 pub enum SecretKind {
     TlsCertificate(Box<TlsCertificate>),
-    /// `validation_context.trusted_ca`.
-    ValidationContext(DataSource),
+    /// `validation_context`: `trusted_ca` and `match_typed_subject_alt_names`.
+    ValidationContext(ValidationContext),
     /// `session_ticket_keys.keys[]`: the first encrypts, every one decrypts.
     SessionTicketKeys(Vec<DataSource>),
 }
@@ -101,8 +111,9 @@ pub fn secret_resource(v: &Value, path: &str) -> Result<(String, SecretKind)> {
     Ok((name, kind))
 }
 
-/// Read an SDS secret file and return the named secret's `validation_context.trusted_ca`.
-pub fn load_sds_trusted_ca(r: &SdsSecretRef) -> Result<DataSource> {
+/// Read an SDS secret file and return the named secret's `validation_context` (`trusted_ca`
+/// and SAN matchers).
+pub fn load_sds_trusted_ca(r: &SdsSecretRef) -> Result<ValidationContext> {
     match load_sds_secret(r)? {
         (SecretKind::ValidationContext(ca), _) => Ok(ca),
         (other, origin) => Err(wrong_kind(r, &origin, &other, "a validation_context")),
@@ -170,4 +181,18 @@ fn load_sds_secret(r: &SdsSecretRef) -> Result<(SecretKind, String)> {
         path: r.path.clone(),
         message: format!("no Secret named '{}' in {origin}", r.name),
     })
+}
+
+impl crate::model::Listener {
+    /// The listener's secret references to a control plane (`sds_config` `ads` or an
+    /// `api_config_source`): certificates and session ticket keys. Such a listener warms until
+    /// they arrive, as in Envoy.
+    pub fn control_plane_secrets(&self) -> Vec<&SdsSecretRef> {
+        self.filter_chains
+            .iter()
+            .filter_map(|c| c.tls.as_ref())
+            .flat_map(|t| t.sds_certificates.iter().chain(&t.session_ticket_keys_sds))
+            .filter(|r| r.file().is_none())
+            .collect()
+    }
 }

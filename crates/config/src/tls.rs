@@ -5,10 +5,13 @@
 use crate::certificate::tls_certificate;
 use crate::duration::duration;
 use crate::model::{
-    DataSource, DownstreamTls, OcspStaplePolicy, SdsSecretRef, TlsCertificate, TlsParams,
-    TlsVersion, UpstreamTls,
+    DataSource, DownstreamTls, OcspStaplePolicy, SanMatcher, SdsSecretRef, TlsCertificate,
+    TlsParams, TlsVersion, UpstreamTls, ValidationContext,
 };
-use crate::sds::sds_secret_ref;
+use crate::sds::{secret_ref, SecretRef};
+use crate::static_secrets::{
+    static_session_ticket_keys, static_tls_certificate, static_trusted_ca,
+};
 use crate::ticket_keys::session_ticket_keys;
 use crate::validation::validation_context;
 use crate::walk::{Node, Obj, Result};
@@ -84,14 +87,17 @@ fn downstream_tls_fields(node: &Node<'_>, typed: bool) -> Result<DownstreamTls> 
             o.req(first)?.path
         )));
     }
-    let session_ticket_keys = match o.get("session_ticket_keys") {
+    let mut session_ticket_keys = match o.get("session_ticket_keys") {
         Some(stk) => session_ticket_keys(&stk)?,
         None => Vec::new(),
     };
-    let session_ticket_keys_sds = o
-        .get("session_ticket_keys_sds_secret_config")
-        .map(|n| sds_secret_ref(&n))
-        .transpose()?;
+    let mut session_ticket_keys_sds = None;
+    if let Some(n) = o.get("session_ticket_keys_sds_secret_config") {
+        match secret_ref(&n)? {
+            SecretRef::Sds(r) => session_ticket_keys_sds = Some(r),
+            SecretRef::Static(name) => session_ticket_keys = static_session_ticket_keys(&n, &name)?,
+        }
+    }
 
     let ctx_node = o.req("common_tls_context")?;
     let ctx = common_tls_context(&ctx_node)?;
@@ -108,6 +114,7 @@ fn downstream_tls_fields(node: &Node<'_>, typed: bool) -> Result<DownstreamTls> 
         alpn_protocols: ctx.alpn_protocols,
         require_client_certificate,
         trusted_ca: ctx.trusted_ca,
+        san_matchers: ctx.san_matchers,
         session_ticket_keys,
         session_ticket_keys_sds,
         prefer_client_ciphers,
@@ -147,6 +154,7 @@ struct CommonTlsContext {
     params: TlsParams,
     alpn_protocols: Vec<String>,
     trusted_ca: Option<DataSource>,
+    san_matchers: Vec<SanMatcher>,
 }
 
 /// Real `CommonTlsContext` fields quickshake does not implement ("not supported yet").
@@ -155,7 +163,6 @@ const COMMON_TLS_NOT_SUPPORTED: &[&str] = &[
     "tls_certificate_certificate_provider",
     "tls_certificate_certificate_provider_instance",
     "custom_tls_certificate_selector",
-    "validation_context_sds_secret_config",
     "combined_validation_context",
     "validation_context_certificate_provider",
     "validation_context_certificate_provider_instance",
@@ -171,6 +178,7 @@ fn common_tls_context(node: &Node<'_>) -> Result<CommonTlsContext> {
             "tls_params",
             "alpn_protocols",
             "validation_context",
+            "validation_context_sds_secret_config",
         ],
         COMMON_TLS_NOT_SUPPORTED,
     )?;
@@ -180,7 +188,10 @@ fn common_tls_context(node: &Node<'_>) -> Result<CommonTlsContext> {
     }
     let mut sds_certificates = Vec::new();
     for c in o.items("tls_certificate_sds_secret_configs") {
-        sds_certificates.push(sds_secret_ref(&c)?);
+        match secret_ref(&c)? {
+            SecretRef::Sds(r) => sds_certificates.push(r),
+            SecretRef::Static(name) => certificates.push(static_tls_certificate(&c, &name)?),
+        }
     }
     if certificates.is_empty() && sds_certificates.is_empty() {
         return Err(match o.get("tls_certificates") {
@@ -196,16 +207,30 @@ fn common_tls_context(node: &Node<'_>) -> Result<CommonTlsContext> {
         Some(a) => alpn(&a)?,
         None => Vec::new(),
     };
-    let trusted_ca = match o.get("validation_context") {
+    let mut validation = match o.get("validation_context") {
         Some(v) => validation_context(&v)?,
         None => None,
     };
+    if let Some(vs) = o.get("validation_context_sds_secret_config") {
+        if let Some(v) = o.get("validation_context") {
+            return Err(vs.err(format!("cannot be combined with {}", v.path)));
+        }
+        // A downstream validation context from a static secret only (not from SDS yet).
+        match secret_ref(&vs)? {
+            SecretRef::Static(name) => validation = Some(static_trusted_ca(&vs, &name)?),
+            SecretRef::Sds(_) => {
+                return Err(Node::new(vs.v, format!("{}.sds_config", vs.path))
+                    .unsupported(Some("a static secret (no sds_config)")))
+            }
+        }
+    }
     Ok(CommonTlsContext {
         certificates,
         sds_certificates,
         params,
         alpn_protocols,
-        trusted_ca,
+        trusted_ca: validation.as_ref().map(|v| v.trusted_ca.clone()),
+        san_matchers: validation.map(|v| v.san_matchers).unwrap_or_default(),
     })
 }
 
@@ -275,13 +300,15 @@ fn alpn(node: &Node<'_>) -> Result<Vec<String>> {
     Ok(protocols)
 }
 
-/// An upstream SDS reference: from a file only (an upstream context is built once, when the
-/// cluster is).
-fn file_sds(node: &Node<'_>) -> Result<SdsSecretRef> {
-    let r = sds_secret_ref(node)?;
-    if r.file().is_none() {
-        return Err(Node::new(node.v, format!("{}.sds_config", node.path))
-            .unsupported(Some("an upstream secret from a file (path_config_source)")));
+/// An upstream secret reference: a static secret or a file (an upstream context is built
+/// once, when the cluster is).
+fn file_sds(node: &Node<'_>) -> Result<SecretRef> {
+    let r = secret_ref(node)?;
+    if let SecretRef::Sds(r) = &r {
+        if r.file().is_none() {
+            return Err(Node::new(node.v, format!("{}.sds_config", node.path))
+                .unsupported(Some("an upstream secret from a file (path_config_source)")));
+        }
     }
     Ok(r)
 }
@@ -341,6 +368,7 @@ pub(crate) fn upstream_tls_context(node: &Node<'_>) -> Result<UpstreamTls> {
     let mut tls = UpstreamTls {
         sni,
         trusted_ca: None,
+        san_matchers: Vec::new(),
         alpn_protocols: Vec::new(),
         client_certificate: None,
         client_certificate_sds: None,
@@ -378,7 +406,12 @@ pub(crate) fn upstream_tls_context(node: &Node<'_>) -> Result<UpstreamTls> {
         tls.client_certificate = Some(tls_certificate(c)?);
     }
     if let Some(s) = sds.first() {
-        tls.client_certificate_sds = Some(file_sds(s)?);
+        match file_sds(s)? {
+            SecretRef::Sds(r) => tls.client_certificate_sds = Some(r),
+            SecretRef::Static(name) => {
+                tls.client_certificate = Some(static_tls_certificate(s, &name)?)
+            }
+        }
     }
     if let (Some(v), Some(vs)) = (
         co.get("validation_context"),
@@ -387,13 +420,24 @@ pub(crate) fn upstream_tls_context(node: &Node<'_>) -> Result<UpstreamTls> {
         return Err(vs.err(format!("cannot be combined with {}", v.path)));
     }
     if let Some(vs) = co.get("validation_context_sds_secret_config") {
-        tls.trusted_ca_sds = Some(file_sds(&vs)?);
+        match file_sds(&vs)? {
+            SecretRef::Sds(r) => tls.trusted_ca_sds = Some(r),
+            SecretRef::Static(name) => {
+                let v = static_trusted_ca(&vs, &name)?;
+                tls.trusted_ca = Some(v.trusted_ca);
+                tls.san_matchers = v.san_matchers;
+            }
+        }
     }
     if let Some(a) = co.get("alpn_protocols") {
         tls.alpn_protocols = alpn(&a)?;
     }
     if let Some(v) = co.get("validation_context") {
-        tls.trusted_ca = validation_context(&v)?;
+        let v: Option<ValidationContext> = validation_context(&v)?;
+        if let Some(v) = v {
+            tls.trusted_ca = Some(v.trusted_ca);
+            tls.san_matchers = v.san_matchers;
+        }
     }
     Ok(tls)
 }

@@ -1,20 +1,32 @@
 //! `validation_context`: the trusted CA certificates (`trusted_ca`) a TLS context verifies
-//! peers with; the other ways to verify are not supported yet.
+//! peers with, and `match_typed_subject_alt_names` (the SANs the peer's certificate must
+//! have); the other ways to verify are not supported yet.
 
-use crate::model::DataSource;
+use crate::matcher::string_matcher;
+use crate::model::{SanMatcher, SanType, ValidationContext};
 use crate::source::data_source;
 use crate::walk::{Node, Result};
 
-pub(crate) fn validation_context(node: &Node<'_>) -> Result<Option<DataSource>> {
+/// `SubjectAltNameMatcher.SanType`, in number order (0 is `SAN_TYPE_UNSPECIFIED`, refused).
+const SAN_TYPES: [&str; 6] = [
+    "SAN_TYPE_UNSPECIFIED",
+    "DNS",
+    "EMAIL",
+    "URI",
+    "IP_ADDRESS",
+    "OTHER_NAME",
+];
+
+/// A `CertificateValidationContext`; `None` when it sets nothing quickshake verifies with.
+pub(crate) fn validation_context(node: &Node<'_>) -> Result<Option<ValidationContext>> {
     let o = node.obj_with(
-        &["trusted_ca"],
+        &["trusted_ca", "match_typed_subject_alt_names"],
         &[
             "ca_certificate_provider_instance",
             "system_root_certs",
             "watched_directory",
             "verify_certificate_spki",
             "verify_certificate_hash",
-            "match_typed_subject_alt_names",
             "match_subject_alt_names",
             "require_signed_certificate_timestamp",
             "crl",
@@ -25,13 +37,52 @@ pub(crate) fn validation_context(node: &Node<'_>) -> Result<Option<DataSource>> 
             "max_verify_depth",
         ],
     )?;
-    o.get("trusted_ca").map(|t| data_source(&t)).transpose()
+    let mut san_matchers = Vec::new();
+    for m in o.items("match_typed_subject_alt_names") {
+        san_matchers.push(san_matcher(&m)?);
+    }
+    let Some(ca) = o.get("trusted_ca") else {
+        if let Some(m) = o.get("match_typed_subject_alt_names") {
+            if !san_matchers.is_empty() {
+                // Envoy: "SAN-based verification of peer certificates without trusted CA is
+                // insecure and not allowed".
+                return Err(m.err("needs trusted_ca (SAN verification without a trusted CA is insecure and not allowed)"));
+            }
+        }
+        return Ok(None);
+    };
+    Ok(Some(ValidationContext {
+        trusted_ca: data_source(&ca)?,
+        san_matchers,
+    }))
+}
+
+/// A `SubjectAltNameMatcher`: `san_type` and `matcher` (a `StringMatcher`).
+fn san_matcher(node: &Node<'_>) -> Result<SanMatcher> {
+    let o = node.obj(&["san_type", "matcher", "oid"])?;
+    let t = o.req("san_type")?;
+    let san_type = match t.enum_index(&SAN_TYPES)? {
+        1 => SanType::Dns,
+        2 => SanType::Email,
+        3 => SanType::Uri,
+        4 => SanType::IpAddress,
+        5 => return Err(t.unsupported(Some("DNS, EMAIL, URI or IP_ADDRESS"))),
+        _ => return Err(t.err("must be DNS, EMAIL, URI, IP_ADDRESS or OTHER_NAME")),
+    };
+    if let Some(oid) = o.get("oid") {
+        // Envoy reads `oid` only for OTHER_NAME.
+        oid.as_str()?;
+    }
+    Ok(SanMatcher {
+        san_type,
+        matcher: string_matcher(&o.req("matcher")?)?,
+    })
 }
 
 /// A `Secret`'s `validation_context`, which must hold `trusted_ca`.
-pub(crate) fn validation_context_ca(node: &Node<'_>) -> Result<DataSource> {
+pub(crate) fn validation_context_ca(node: &Node<'_>) -> Result<ValidationContext> {
     match validation_context(node)? {
-        Some(ca) => Ok(ca),
+        Some(v) => Ok(v),
         None => Err(node.err("needs trusted_ca")),
     }
 }

@@ -164,6 +164,35 @@ impl<'a> Node<'a> {
         Ok(n)
     }
 
+    /// A protobuf enum field, given by name or (protobuf JSON style) by number: the index of
+    /// its value in `names` (the enum's values in number order, from 0). Anything else is an
+    /// error naming the field and the values it takes.
+    pub fn enum_index(&self, names: &[&str]) -> Result<usize> {
+        let expected = || match names {
+            [] => String::new(),
+            [one] => (*one).to_owned(),
+            [init @ .., last] => format!("{} or {last}", init.join(", ")),
+        };
+        match self.v {
+            Value::String(s) => names
+                .iter()
+                .position(|n| n == s)
+                .ok_or_else(|| self.err(format!("expected {}, got \"{s}\"", expected()))),
+            Value::Number(n) => n
+                .as_u64()
+                .and_then(|i| usize::try_from(i).ok())
+                .filter(|i| *i < names.len())
+                .ok_or_else(|| {
+                    self.err(format!(
+                        "expected {} (0..={}), got {n}",
+                        expected(),
+                        names.len().saturating_sub(1)
+                    ))
+                }),
+            _ => Err(self.expected("an enum name")),
+        }
+    }
+
     /// The elements of a list; a single mapping (or scalar) stands for a one-element list, as Envoy
     /// accepts. Each element's path gets its `[i]`.
     pub fn items(&self) -> Vec<Node<'a>> {

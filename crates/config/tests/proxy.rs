@@ -123,6 +123,7 @@ fn proxy_config_parses() {
                 per_try_timeout: Some(Duration::from_secs(2)),
                 retriable_status_codes: vec![503, 504],
             }),
+            upgrades: Vec::new(),
         }
     );
     let RouteAction::Redirect(old) = &routes[1].action else {

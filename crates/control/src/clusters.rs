@@ -2,12 +2,13 @@
 
 use quickshake_config::{
     load_sds_tls_certificate, load_sds_trusted_ca, read_data_source, Cluster, ClusterDiscovery,
-    HealthCheck, HealthCheckKind, LbPolicy, OutlierDetection, UpstreamProtocol, UpstreamTls,
+    DnsLookupFamily, HealthCheck, HealthCheckKind, LbPolicy, OutlierDetection, UpstreamProtocol,
+    UpstreamTls,
 };
 use quickshake_stats::Store;
 use quickshake_upstream::{
-    ClusterManager, ClusterSpec, Discovery, HealthCheckSpec, Limits, OutlierSpec, Protocol,
-    UpstreamTlsSpec,
+    ClusterManager, ClusterSpec, Discovery, DnsFamily, HealthCheckSpec, Limits, OutlierSpec,
+    Protocol, UpstreamTlsSpec,
 };
 
 use quickshake_listener::ServerError;
@@ -45,17 +46,25 @@ pub fn tls_spec(c: &Cluster, t: &UpstreamTls) -> Result<UpstreamTlsSpec, ServerE
         ),
         None => (None, None),
     };
-    let ca = match (&t.trusted_ca, &t.trusted_ca_sds) {
-        (Some(ca), _) => Some(read(ca, "validation_context.trusted_ca")?),
-        (None, Some(r)) => Some(read(
-            &load_sds_trusted_ca(r)?,
-            "validation_context_sds_secret_config",
-        )?),
-        (None, None) => None,
+    // From SDS, the secret's SAN matchers apply (Envoy takes the whole validation context).
+    let (ca, san_matchers) = match (&t.trusted_ca, &t.trusted_ca_sds) {
+        (Some(ca), _) => (
+            Some(read(ca, "validation_context.trusted_ca")?),
+            t.san_matchers.clone(),
+        ),
+        (None, Some(r)) => {
+            let v = load_sds_trusted_ca(r)?;
+            (
+                Some(read(&v.trusted_ca, "validation_context_sds_secret_config")?),
+                v.san_matchers,
+            )
+        }
+        (None, None) => (None, Vec::new()),
     };
     Ok(UpstreamTlsSpec {
         sni: t.sni.clone(),
         trusted_ca_pem: ca,
+        san_matchers,
         alpn: t.alpn_protocols.clone(),
         client_cert_pem: cert,
         client_key_pem: key,
@@ -102,6 +111,14 @@ pub(crate) fn spec(c: &Cluster) -> Result<ClusterSpec, ServerError> {
         health_check: c.health_check.as_ref().map(health_check_spec),
         outlier: c.outlier_detection.as_ref().map(outlier_spec),
         healthy_panic_threshold: c.healthy_panic_threshold,
+        dns_family: match c.dns_lookup_family {
+            None | Some(DnsLookupFamily::All) => DnsFamily::All,
+            Some(DnsLookupFamily::Auto) => DnsFamily::Auto,
+            Some(DnsLookupFamily::V4Only) => DnsFamily::V4Only,
+            Some(DnsLookupFamily::V6Only) => DnsFamily::V6Only,
+            Some(DnsLookupFamily::V4Preferred) => DnsFamily::V4Preferred,
+        },
+        ignore_health_on_host_removal: c.ignore_health_on_host_removal,
     })
 }
 

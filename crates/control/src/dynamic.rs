@@ -9,9 +9,13 @@
 //!   gets new filter chains in place (open connections keep theirs, as with certificate
 //!   rotation); one that moved or was removed stops accepting, and its connections finish.
 //!
-//! Nothing changes unless the whole update builds: an error is returned for the NACK and the
-//! previous configuration keeps serving. What runs is published in a [`ListenerView`] for the
-//! admin endpoint's `/listeners`.
+//! Resource by resource, as Envoy's LDS and CDS: every listener or cluster that does not parse
+//! or build is named in the refusal ([`Refused`], the NACK's text) and nothing is changed for
+//! it; the client then puts those resources back to their accepted versions and applies again
+//! ([`quickshake_xds::accept::settle`]), so the rest of the update serves and the refused ones
+//! keep running as they were. Whatever is refused, the checks come before anything is touched,
+//! so a refused set changes nothing beyond what the set without the refused resources changes.
+//! What runs is published in a [`ListenerView`] for the admin endpoint's `/listeners`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -27,38 +31,31 @@ use quickshake_server::{ListenerStop, Workers};
 use quickshake_stats::Store;
 use quickshake_upstream::{ClusterManager, UpstreamError};
 use quickshake_xds::assemble::{assemble, Assembled};
-use quickshake_xds::{Resources, Sink, SinkError};
+use quickshake_xds::{Fault, Kind, Refused, Resources, Sink};
 
 use crate::clusters;
 
-/// Why an xDS update was refused (the NACK's `error_detail`): each names the listener or
-/// cluster at fault, as Envoy's messages do.
+/// Why one listener or cluster of an xDS update cannot serve (a [`Fault`]'s reason; the fault
+/// names the resource, the reason the field path).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum DynamicError {
     /// Static and dynamic listeners together fail the bootstrap's address check.
-    #[error("Error adding/updating listener(s) {listener}: {source}")]
-    Addresses {
-        listener: String,
-        source: Box<ConfigError>,
-    },
-    #[error("Error adding/updating cluster(s) {cluster}: {source}")]
-    Cluster {
-        cluster: String,
-        source: Box<ServerError>,
-    },
-    #[error("Error adding/updating cluster(s) {cluster}: {source}")]
-    ClusterUpsert {
-        cluster: String,
-        source: Box<UpstreamError>,
-    },
-    /// A listener's route table (only its routes changed).
-    #[error("Error adding/updating listener(s) {listener}: {source}")]
-    Routes { listener: String, source: HttpError },
-    #[error("Error adding/updating listener(s) {listener}: {source}")]
-    Listener {
-        listener: String,
-        source: Box<ServerError>,
-    },
+    #[error(transparent)]
+    Addresses(Box<ConfigError>),
+    /// The cluster's specification does not build.
+    #[error(transparent)]
+    Cluster(Box<ServerError>),
+    #[error(transparent)]
+    ClusterUpsert(Box<UpstreamError>),
+    /// A route configuration's table (only routes changed).
+    #[error(transparent)]
+    Routes(HttpError),
+    #[error(transparent)]
+    Listener(Box<ServerError>),
+}
+
+fn fault(kind: Kind, name: &str, e: DynamicError) -> Fault {
+    Fault::new(kind, name, e)
 }
 
 /// The listeners added over xDS that run now (name, address), by name; shared with the admin
@@ -135,45 +132,64 @@ impl DynamicConfig {
         self.view.0.store(Arc::new(running));
     }
 
-    /// The bootstrap's listener address check, over static and dynamic listeners together.
-    fn check_addresses(&self, a: &Assembled) -> Result<(), DynamicError> {
-        let dynamic = a.listeners.iter().map(|b| &b.value);
-        check_listener_addresses(
-            self.boot.listeners.iter().chain(dynamic),
-            self.boot.admin.as_ref(),
-        )
-        .map_err(|e| {
-            let name = a
-                .listeners
-                .iter()
-                .find(|b| e.path().is_some_and(|p| p.starts_with(&b.value.path)))
-                .map_or("", |b| b.value.name.as_str());
-            DynamicError::Addresses {
-                listener: name.to_owned(),
-                source: Box::new(e),
+    /// The bootstrap's listener address check, over static and dynamic listeners together: the
+    /// listeners running unchanged first, then each other one in turn, so a listener that
+    /// takes an address already in use is the one named.
+    fn check_addresses(&self, a: &Assembled) -> Vec<Fault> {
+        let unchanged = |b: &&quickshake_xds::assemble::Built<Listener>| {
+            self.listeners
+                .get(&b.value.name)
+                .is_some_and(|act| act.fingerprint == b.fingerprint)
+        };
+        let (first, rest): (Vec<_>, Vec<_>) = a.listeners.iter().partition(unchanged);
+        let mut taken: Vec<&Listener> = Vec::new();
+        let mut faults = Vec::new();
+        for b in first.into_iter().chain(rest) {
+            let l = &b.value;
+            // Static listeners with secrets from the control plane run as assembled ones.
+            let statics = self.boot.listeners.iter();
+            let statics = statics.filter(|s| s.control_plane_secrets().is_empty());
+            let all = statics.chain(taken.iter().copied());
+            match check_listener_addresses(all.chain([l]), self.boot.admin.as_ref()) {
+                Ok(()) => taken.push(l),
+                Err(e) => faults.push(fault(
+                    Kind::Listener,
+                    &l.name,
+                    DynamicError::Addresses(Box::new(e)),
+                )),
             }
-        })
+        }
+        faults
     }
 
-    fn apply_clusters(&mut self, a: &Assembled) -> Result<(), DynamicError> {
+    /// Put the update's clusters in place; a cluster that does not build is named and left as it
+    /// was, and then nothing is removed (the set is applied again without it).
+    fn apply_clusters(&mut self, a: &Assembled) -> Vec<Fault> {
+        let mut faults = Vec::new();
         for b in &a.clusters {
             let c = &b.value;
             if self.cluster_prints.get(&c.name) == Some(&b.fingerprint) {
                 continue;
             }
-            let spec = clusters::spec(c).map_err(|e| DynamicError::Cluster {
-                cluster: c.name.clone(),
-                source: Box::new(e),
-            })?;
-            self.clusters
-                .upsert(spec, &self.store)
-                .map_err(|e| DynamicError::ClusterUpsert {
-                    cluster: c.name.clone(),
-                    source: Box::new(e),
-                })?;
+            let spec = match clusters::spec(c) {
+                Ok(spec) => spec,
+                Err(e) => {
+                    let why = DynamicError::Cluster(Box::new(e));
+                    faults.push(fault(Kind::Cluster, &c.name, why));
+                    continue;
+                }
+            };
+            if let Err(e) = self.clusters.upsert(spec, &self.store) {
+                let why = DynamicError::ClusterUpsert(Box::new(e));
+                faults.push(fault(Kind::Cluster, &c.name, why));
+                continue;
+            }
             self.cluster_prints.insert(c.name.clone(), b.fingerprint);
             self.endpoint_prints.remove(&c.name);
             tracing::info!(cluster = %c.name, "cluster added or updated");
+        }
+        if !faults.is_empty() {
+            return faults;
         }
         let gone: Vec<String> = self
             .cluster_prints
@@ -206,18 +222,20 @@ impl DynamicConfig {
             cluster.set_endpoints(addrs);
             self.endpoint_prints.insert(name.clone(), b.fingerprint);
         }
-        Ok(())
+        Vec::new()
     }
 
-    fn apply_listeners(&mut self, a: &Assembled) -> Result<(), DynamicError> {
-        let err = |l: &Listener| {
-            let listener = l.name.clone();
-            move |e| DynamicError::Listener {
-                listener,
-                source: Box::new(e),
-            }
+    /// Put the update's listeners in place. Everything that changed is built before anything
+    /// running is touched: a listener that does not build is named and nothing changes; one
+    /// that does not bind is named and the others are applied.
+    fn apply_listeners(&mut self, a: &Assembled) -> Vec<Fault> {
+        // A listener that does not build may not build because of a route configuration or
+        // secret it uses (`built_from`): an RDS or SDS update then refuses that one.
+        let err = |l: &Listener, uses: &[(Kind, String)], e| {
+            fault(Kind::Listener, &l.name, DynamicError::Listener(Box::new(e)))
+                .built_from(uses.to_vec())
         };
-        // Build everything that changed before touching what runs.
+        let mut faults = Vec::new();
         let mut in_place = Vec::new();
         let mut fresh = Vec::new();
         let mut tables = Vec::new();
@@ -228,23 +246,24 @@ impl DynamicConfig {
                 Some(act) if act.fingerprint == b.fingerprint => {
                     // Only routes (or the clusters they name) changed: new route tables for the
                     // running connection managers, so requests on open connections see them too.
+                    // A table that does not build names its route configuration.
                     let running = act.shared.chains.load_full();
                     let mut new = Vec::new();
                     for (chain, fc) in running.iter().zip(&l.filter_chains) {
                         if let (Network::Http(rt), Some(hcm)) = (&chain.network, fc.http()) {
                             if let RouteSource::Static(rc) = &hcm.routes {
-                                let table = RouteTable::build(
+                                match RouteTable::build(
                                     rc.clone(),
                                     &self.clusters,
                                     &format!("{}.route_config", hcm.path),
-                                )
-                                .map_err(|source| {
-                                    DynamicError::Routes {
-                                        listener: l.name.clone(),
-                                        source,
-                                    }
-                                })?;
-                                new.push((rt.clone(), table));
+                                ) {
+                                    Ok(table) => new.push((rt.clone(), table)),
+                                    Err(e) => faults.push(fault(
+                                        Kind::Route,
+                                        &rc.name,
+                                        DynamicError::Routes(e),
+                                    )),
+                                }
                             }
                         }
                     }
@@ -256,10 +275,18 @@ impl DynamicConfig {
                         && act.shared.proxy_protocol == l.proxy_protocol
                         && act.shared.ignore_global_conn_limit == l.ignore_global_conn_limit =>
                 {
-                    let update = act
-                        .shared
-                        .build_update(l, &self.store, &self.providers, &self.clusters)
-                        .map_err(err(l))?;
+                    let update = match act.shared.build_update(
+                        l,
+                        &self.store,
+                        &self.providers,
+                        &self.clusters,
+                    ) {
+                        Ok(update) => update,
+                        Err(e) => {
+                            faults.push(err(l, &b.uses, e));
+                            continue;
+                        }
+                    };
                     in_place.push((
                         l.name.clone(),
                         update,
@@ -268,12 +295,25 @@ impl DynamicConfig {
                     ));
                 }
                 _ => {
-                    let shared =
-                        ListenerShared::build(l, &self.store, &self.providers, &self.clusters)
-                            .map_err(err(l))?;
-                    fresh.push((l.clone(), Arc::new(shared), (b.fingerprint, b.routes)));
+                    let shared = match ListenerShared::build(
+                        l,
+                        &self.store,
+                        &self.providers,
+                        &self.clusters,
+                    ) {
+                        Ok(shared) => shared,
+                        Err(e) => {
+                            faults.push(err(l, &b.uses, e));
+                            continue;
+                        }
+                    };
+                    let print = (b.fingerprint, b.routes);
+                    fresh.push((l.clone(), Arc::new(shared), print, &b.uses));
                 }
             }
+        }
+        if !faults.is_empty() {
+            return faults;
         }
         for (name, new, routes) in tables {
             for (rt, table) in new {
@@ -306,13 +346,16 @@ impl DynamicConfig {
             self.listeners.remove(&name);
             tracing::info!(listener = %name, "listener removed; its connections finish");
         }
-        for (l, shared, print) in fresh {
+        for (l, shared, print, uses) in fresh {
             // A listener that moved: stop the old one first, so the address is its own.
             self.listeners.remove(&l.name);
-            let stop = self
-                .workers
-                .listen(&l, shared.clone(), &self.store)
-                .map_err(err(&l))?;
+            let stop = match self.workers.listen(&l, shared.clone(), &self.store) {
+                Ok(stop) => stop,
+                Err(e) => {
+                    faults.push(err(&l, uses, e));
+                    continue;
+                }
+            };
             tracing::info!(listener = %l.name, address = %l.address, "listener added");
             self.listeners.insert(
                 l.name.clone(),
@@ -326,12 +369,15 @@ impl DynamicConfig {
                 },
             );
         }
-        Ok(())
+        faults
     }
 
-    /// Apply an assembled update: nothing changes unless all of it builds.
-    fn apply_assembled(&mut self, a: &Assembled) -> Result<(), DynamicError> {
-        self.check_addresses(a)?;
+    /// Apply an assembled update, or name each listener and cluster that cannot serve.
+    fn apply_assembled(&mut self, a: &Assembled) -> Result<(), Refused> {
+        let faults = self.check_addresses(a);
+        if !faults.is_empty() {
+            return Err(Refused(faults));
+        }
         self.warming = !a.warming.is_empty();
         for w in &a.warming {
             if !self.warming_logged.contains(w) {
@@ -339,18 +385,25 @@ impl DynamicConfig {
                 self.warming_logged.push(w.clone());
             }
         }
-        self.apply_clusters(a)?;
-        let applied = self.apply_listeners(a);
+        let faults = self.apply_clusters(a);
+        if !faults.is_empty() {
+            return Err(Refused(faults));
+        }
+        let faults = self.apply_listeners(a);
         // A listener that failed to bind may have stopped its predecessor: publish either way.
         self.publish();
-        applied
+        if faults.is_empty() {
+            Ok(())
+        } else {
+            Err(Refused(faults))
+        }
     }
 }
 
 impl Sink for DynamicConfig {
-    fn apply(&mut self, resources: &Resources) -> Result<(), SinkError> {
+    fn apply(&mut self, resources: &Resources) -> Result<(), Refused> {
         let a = assemble(&self.boot, resources)?;
-        Ok(self.apply_assembled(&a)?)
+        self.apply_assembled(&a)
     }
 
     fn warming(&self) -> bool {

@@ -21,15 +21,18 @@ mod body;
 mod error;
 mod filters;
 mod header_mutation;
+mod header_policy;
 mod path_normalize;
 mod proxy;
 mod request;
 mod routing;
 mod runtime;
 mod serve;
+mod stream_idle;
 pub mod time;
 mod upgrade;
 
+pub use access_log::{open_access_logs, AccessLogger, LogRecord};
 pub use body::{Body, RequestBody};
 pub use error::HttpError;
 pub use request::handle_request;

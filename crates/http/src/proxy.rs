@@ -15,9 +15,8 @@ use quickshake_upstream::{Cluster, UpstreamBody, UpstreamError};
 
 use crate::body::{error_response, Body, RequestBody};
 use crate::runtime::{ConnInfo, HttpRuntime};
-
-/// Largest request body buffered so a request can be retried; larger ones go once.
-const RETRY_BUFFER_LIMIT: usize = 64 * 1024;
+use crate::stream_idle::{self, Activity, Expired};
+use crate::upgrade::{upgrade_refused, websocket_upgrade, Upgrade};
 
 /// Hop-by-hop headers (RFC 9110 section 7.6.1) never forwarded.
 const HOP_BY_HOP: [&str; 8] = [
@@ -58,7 +57,13 @@ pub(crate) async fn forward<B: RequestBody>(
     if parts.version == http::Version::HTTP_3 {
         parts.version = http::Version::HTTP_11;
     }
-    let upgrade = websocket_upgrade(&parts.headers, rt);
+    // Envoy's upgrade decision: the route's `upgrade_configs` entry for the type, else the
+    // connection manager's; an upgrade neither enables is refused with 403.
+    let upgrade = match websocket_upgrade(&parts.headers, &rt.upgrade_types, &target.upgrades) {
+        Upgrade::None => false,
+        Upgrade::Allowed => true,
+        Upgrade::Refused => return (upgrade_refused(), Forwarded::default()),
+    };
     rewrite_path(&mut parts.uri, target, matched_prefix);
     prepare_headers(&mut parts.headers, rt, conn, upgrade);
     let header = |n: &str| {
@@ -83,14 +88,20 @@ pub(crate) async fn forward<B: RequestBody>(
     // Buffer a small body so it can be sent again; a larger one is forwarded once, as Envoy
     // does (its retries are then off).
     let policy = target.retry_policy.as_ref();
+    let activity = Activity::new(started);
     let (buffered, mut streaming) = match policy {
-        Some(_) => match buffer_for_retry(body).await {
+        Some(_) => match buffer_for_retry(body, rt.retry_buffer_limit).await {
             Ok(replay) => (Some(replay), None),
-            Err(Ok(once)) => (None, Some(once)),
+            Err(Ok(once)) => (None, Some(activity.watch(once))),
             Err(Err(())) => return (error_response(400, "request body could not be read"), fwd),
         },
-        None => (None, Some(body.boxed())),
+        None => (None, Some(activity.watch(body.boxed()))),
     };
+    // A fully buffered body was the stream's last activity, and all of the request.
+    if buffered.is_some() {
+        activity.touch();
+        activity.complete();
+    }
     let tries = if buffered.is_none() {
         1
     } else {
@@ -107,8 +118,12 @@ pub(crate) async fn forward<B: RequestBody>(
             (None, Some(s)) => s,
             (None, None) => break,
         };
-        let req = Request::from_parts(parts.clone(), body);
         let per_try = policy.and_then(|p| p.per_try_timeout);
+        let mut try_parts = parts.clone();
+        if !rt.suppress_envoy_headers {
+            set_expected_timeout(&mut try_parts.headers, target.timeout, per_try, started);
+        }
+        let req = Request::from_parts(try_parts, body);
         let budget = match (
             deadline.map(|d| d.saturating_duration_since(Instant::now())),
             per_try,
@@ -116,28 +131,34 @@ pub(crate) async fn forward<B: RequestBody>(
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let outcome = match budget {
-            Some(t) => tokio::time::timeout(t, cluster.send(req))
+        let outcome =
+            match stream_idle::wait(cluster.send(req), budget, rt.stream_idle_timeout, &activity)
                 .await
-                .map_err(|_| ()),
-            None => Ok(cluster.send(req).await),
-        };
-        let outcome = match outcome {
-            Ok(o) => o,
-            Err(()) => {
-                cluster.stats().rq_timeout.inc();
-                last = error_response(504, "upstream request timeout");
-                let whole_expired = deadline.is_some_and(|d| Instant::now() >= d);
-                if whole_expired || !retries_on(policy, "reset") || retry_permit(cluster).is_none()
-                {
-                    return (last, fwd);
+            {
+                Ok(o) => o,
+                Err(Expired::Idle) => {
+                    rt.stats.downstream_rq_idle_timeout.inc();
+                    return (
+                        error_response(activity.idle_status(), "stream timeout"),
+                        fwd,
+                    );
                 }
-                continue;
-            }
-        };
+                Err(Expired::Budget) => {
+                    cluster.stats().rq_timeout.inc();
+                    last = error_response(504, "upstream request timeout");
+                    let whole_expired = deadline.is_some_and(|d| Instant::now() >= d);
+                    if whole_expired
+                        || !retries_on(policy, "reset")
+                        || retry_permit(cluster).is_none()
+                    {
+                        return (last, fwd);
+                    }
+                    continue;
+                }
+            };
         match outcome {
             Ok(resp) if retriable_status(policy, resp.status().as_u16()) && attempt + 1 < tries => {
-                last = finish(resp, started);
+                last = finish(resp, started, rt);
             }
             Ok(resp) => {
                 fwd.upstream_host = resp
@@ -148,10 +169,10 @@ pub(crate) async fn forward<B: RequestBody>(
                     .extensions()
                     .get::<quickshake_upstream::UpstreamLocalAddress>()
                     .map(|l| l.0.to_string());
-                return (finish(resp, started), fwd);
+                return (finish(resp, started, rt), fwd);
             }
             Err(e) => {
-                last = upstream_error_response(&e);
+                last = upstream_error_response(&e, rt.suppress_envoy_headers);
                 if !retriable_error(policy, &e)
                     || attempt + 1 >= tries
                     || retry_permit(cluster).is_none()
@@ -192,12 +213,16 @@ fn retriable_error(policy: Option<&RetryPolicy>, e: &UpstreamError) -> bool {
     })
 }
 
-/// Envoy's error responses, with its body texts.
-fn upstream_error_response(e: &UpstreamError) -> Response<Body> {
+/// Envoy's error responses, with its body texts; `x-envoy-overloaded` on an overflow unless
+/// the router's `suppress_envoy_headers`.
+fn upstream_error_response(e: &UpstreamError, suppress_envoy_headers: bool) -> Response<Body> {
     match e {
         UpstreamError::Overflow(_) => {
             let mut r = error_response(503, "upstream connect error or disconnect/reset before headers. reset reason: overflow");
-            r.headers_mut().insert("x-envoy-overloaded", HeaderValue::from_static("true"));
+            if !suppress_envoy_headers {
+                r.headers_mut()
+                    .insert("x-envoy-overloaded", HeaderValue::from_static("true"));
+            }
             r
         }
         UpstreamError::NoHealthyEndpoint => error_response(503, "no healthy upstream"),
@@ -209,25 +234,47 @@ fn upstream_error_response(e: &UpstreamError) -> Response<Body> {
     }
 }
 
-fn finish(resp: Response<UpstreamBody>, started: Instant) -> Response<Body> {
+/// The upstream's response as it goes downstream: hop-by-hop headers dropped, and Envoy's
+/// `x-envoy-upstream-service-time` unless the router's `suppress_envoy_headers`.
+fn finish(resp: Response<UpstreamBody>, started: Instant, rt: &HttpRuntime) -> Response<Body> {
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    let ms = started.elapsed().as_millis().to_string();
-    if let Ok(v) = HeaderValue::from_str(&ms) {
-        parts
-            .headers
-            .insert(HeaderName::from_static("x-envoy-upstream-service-time"), v);
+    if !rt.suppress_envoy_headers {
+        let ms = started.elapsed().as_millis().to_string();
+        if let Ok(v) = HeaderValue::from_str(&ms) {
+            parts
+                .headers
+                .insert(HeaderName::from_static("x-envoy-upstream-service-time"), v);
+        }
     }
     Response::from_parts(parts, body.boxed())
 }
 
-fn websocket_upgrade(h: &HeaderMap, rt: &HttpRuntime) -> bool {
-    rt.upgrade_types
-        .iter()
-        .any(|t| t.eq_ignore_ascii_case("websocket"))
-        && h.get(header::UPGRADE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+/// Envoy's `x-envoy-expected-rq-timeout-ms` on an upstream attempt: the per-try timeout, else
+/// the route's, capped by what is left of the route's (1 once it is spent); none when neither
+/// is set (Envoy's `FilterUtility::setTimeoutHeaders`).
+fn set_expected_timeout(
+    h: &mut HeaderMap,
+    global: Option<Duration>,
+    per_try: Option<Duration>,
+    started: Instant,
+) {
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let Some(mut expected) = per_try.or(global).map(ms).filter(|t| *t > 0) else {
+        return;
+    };
+    if let Some(g) = global.map(ms).filter(|g| *g > 0) {
+        let elapsed = ms(started.elapsed());
+        expected = if elapsed >= g {
+            1
+        } else {
+            expected.min(g - elapsed)
+        };
+    }
+    h.insert(
+        HeaderName::from_static("x-envoy-expected-rq-timeout-ms"),
+        HeaderValue::from(expected),
+    );
 }
 
 fn rewrite_path(uri: &mut Uri, target: &RouteTarget, matched_prefix: Option<&str>) {
@@ -288,10 +335,13 @@ impl Replay {
     }
 }
 
-/// Read the body up to `RETRY_BUFFER_LIMIT`: `Ok` when it fits (replayable); `Err(Ok(body))`
+/// Read the body up to `limit` bytes: `Ok` when it fits (replayable); `Err(Ok(body))`
 /// with the bytes read so far chained in front of the rest when it does not; `Err(Err(()))`
 /// when reading failed.
-async fn buffer_for_retry<B: RequestBody>(mut body: B) -> Result<Replay, Result<Body, ()>> {
+async fn buffer_for_retry<B: RequestBody>(
+    mut body: B,
+    limit: usize,
+) -> Result<Replay, Result<Body, ()>> {
     let mut data = bytes::BytesMut::new();
     let mut trailers = None;
     while let Some(frame) = body.frame().await {
@@ -299,7 +349,7 @@ async fn buffer_for_retry<B: RequestBody>(mut body: B) -> Result<Replay, Result<
         match frame.into_data() {
             Ok(d) => {
                 data.extend_from_slice(&d);
-                if data.len() > RETRY_BUFFER_LIMIT {
+                if data.len() > limit {
                     let head = futures_util::stream::iter([Ok::<_, hyper::Error>(
                         hyper::body::Frame::data(data.freeze()),
                     )]);
@@ -325,6 +375,14 @@ fn prepare_headers(h: &mut HeaderMap, rt: &HttpRuntime, conn: &ConnInfo, upgrade
         h.get(header::CONNECTION).cloned(),
     );
     strip_hop_by_hop(h);
+    // Without `proxy_100_continue` the client's `100 Continue` comes from here (hyper sends it
+    // as the body is first read) and, as in Envoy, `Expect` does not go upstream.
+    if !rt.proxy_100_continue
+        && h.get(header::EXPECT)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
+    {
+        h.remove(header::EXPECT);
+    }
     if upgrade {
         if let (Some(u), Some(c)) = (upgrade_hdr, conn_hdr) {
             h.insert(header::UPGRADE, u);

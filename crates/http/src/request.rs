@@ -19,6 +19,7 @@ use crate::filters::{
     HealthCheck,
 };
 use crate::header_mutation::{self, Side};
+use crate::header_policy;
 use crate::path_normalize::{normalize, Normalized};
 use crate::proxy::{forward, Forwarded};
 use crate::routing::{matched_prefix, select_route, select_virtual_host, RequestView};
@@ -28,7 +29,7 @@ use crate::runtime::{ConnInfo, HttpRuntime};
 /// count it and log it.
 /// `draining`: the server is draining (the health-check filter answers 503).
 pub async fn handle_request<B: RequestBody>(
-    req: Request<B>,
+    mut req: Request<B>,
     rt: Arc<HttpRuntime>,
     conn: Arc<ConnInfo>,
     draining: bool,
@@ -56,6 +57,14 @@ pub async fn handle_request<B: RequestBody>(
             "HTTP/1.1"
         }
     };
+    // Envoy's codecs apply `headers_with_underscores_action` before anything else sees the
+    // request.
+    let version = req.version();
+    let refused = header_policy::underscores(
+        req.headers_mut(),
+        rt.headers_with_underscores_action,
+        version,
+    );
     let authority = req
         .uri()
         .authority()
@@ -64,7 +73,20 @@ pub async fn handle_request<B: RequestBody>(
         .unwrap_or_default();
     let mut record =
         (!rt.loggers.is_empty()).then(|| log_record(&req, &authority, protocol, &conn));
-    let (mut resp, fwd) = route_request(req, &rt, &conn, &authority, draining).await;
+    let (mut resp, fwd) = match refused {
+        Some(resp) => (
+            resp,
+            Outcome {
+                details: Some(match version {
+                    http::Version::HTTP_2 => "http2.unexpected_underscore",
+                    http::Version::HTTP_3 => "http3.unexpected_underscore",
+                    _ => "http1.unexpected_underscore",
+                }),
+                ..Outcome::default()
+            },
+        ),
+        None => route_request(req, &rt, &conn, &authority, draining).await,
+    };
     if let Some(r) = record.as_mut() {
         r.response_flags = fwd.response_flags;
         r.response_code_details = fwd.details;
@@ -72,8 +94,11 @@ pub async fn handle_request<B: RequestBody>(
         r.route_name = fwd.route_name;
     }
     let fwd = fwd.forwarded;
-    resp.headers_mut()
-        .insert(header::SERVER, rt.server_name.clone());
+    header_policy::server_header(
+        resp.headers_mut(),
+        rt.server_header_transformation,
+        &rt.server_name,
+    );
     if rt.health_check_failed.value() != 0 {
         health_check_failing(&rt.http_filters, protocol, &mut resp);
     }

@@ -102,13 +102,35 @@ fn path_matches(r: &Route, path: &str) -> bool {
             .is_some_and(|head| head.eq_ignore_ascii_case(p)),
         (RouteMatch::Path(p), true) => path == p,
         (RouteMatch::Path(p), false) => path.eq_ignore_ascii_case(p),
+        (RouteMatch::PathSeparatedPrefix(p), case_sensitive) => {
+            path_separated_prefix_matches(p, path, case_sensitive)
+        }
     }
+}
+
+/// Envoy's `path_separated_prefix`: the path without its query or fragment equals `prefix`, or
+/// continues with `/` right after it (`/app` matches `/app`, `/app/`, `/app/x`, not `/apple`).
+pub(crate) fn path_separated_prefix_matches(
+    prefix: &str,
+    path: &str,
+    case_sensitive: bool,
+) -> bool {
+    let path = path.split(['?', '#']).next().unwrap_or_default();
+    let Some(head) = path.get(..prefix.len()) else {
+        return false;
+    };
+    let same = if case_sensitive {
+        head == prefix
+    } else {
+        head.eq_ignore_ascii_case(prefix)
+    };
+    same && matches!(path.as_bytes().get(prefix.len()), None | Some(b'/'))
 }
 
 /// The prefix a route matched on (for `prefix_rewrite`).
 pub(crate) fn matched_prefix(route: &Route) -> Option<&str> {
     match &route.matcher {
-        RouteMatch::Prefix(p) => Some(p.as_str()),
+        RouteMatch::Prefix(p) | RouteMatch::PathSeparatedPrefix(p) => Some(p.as_str()),
         RouteMatch::Path(_) => None,
     }
 }
@@ -335,5 +357,54 @@ mod tests {
             vec![direct(RouteMatch::Prefix("/x".into()), 200)],
         );
         assert!(select_route(&empty, &view("/y", "GET", &h)).is_none());
+    }
+    #[test]
+    fn path_separated_prefix_matches_the_prefix_then_a_separator() {
+        let m = |path: &str| path_separated_prefix_matches("/app", path, true);
+        for yes in [
+            "/app",
+            "/app/",
+            "/app/x",
+            "/app/x/y",
+            "/app?q",
+            "/app?q=/x",
+            "/app#f",
+        ] {
+            assert!(m(yes), "{yes}");
+        }
+        for no in [
+            "/apple",
+            "/ap",
+            "/",
+            "",
+            "/App",
+            "/app.html",
+            "/x/app",
+            "/appq?/",
+        ] {
+            assert!(!m(no), "{no}");
+        }
+        assert!(path_separated_prefix_matches("/app", "/APP/x", false));
+        assert!(!path_separated_prefix_matches("/app", "/APPLE", false));
+        assert!(path_separated_prefix_matches("/a/b", "/a/b/c", true));
+        assert!(!path_separated_prefix_matches("/a/b", "/a/bc", true));
+    }
+
+    #[test]
+    fn path_separated_prefix_route_in_order_and_its_matched_prefix() {
+        let v = vh(
+            "v",
+            &["*"],
+            vec![
+                direct(RouteMatch::PathSeparatedPrefix("/app".into()), 201),
+                direct(RouteMatch::Prefix("/".into()), 200),
+            ],
+        );
+        let h = HeaderMap::new();
+        let status = |p: &str| status(&v, &view(p, "GET", &h));
+        assert_eq!(status("/app"), 201);
+        assert_eq!(status("/app/index.html"), 201);
+        assert_eq!(status("/apple"), 200);
+        assert_eq!(matched_prefix(&v.routes[0]), Some("/app"));
     }
 }

@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use http::HeaderValue;
 use quickshake_config::{
-    CodecType, HttpConnectionManager, HttpFilter, PathNormalization, RouteAction, RouteConfig,
-    RouteSource,
+    CodecType, HeadersWithUnderscoresAction, Http2Options, HttpConnectionManager, HttpFilter,
+    PathNormalization, RouteAction, RouteConfig, RouteSource, ServerHeaderTransformation,
 };
 use quickshake_stats::{Counter, Gauge, Histogram, Store};
 
-use crate::access_log::AccessLogger;
+use crate::access_log::{open_access_logs, AccessLogger};
 use crate::error::HttpError;
 
 /// Envoy's `http.<stat_prefix>.*` statistics.
@@ -44,6 +44,8 @@ pub struct HttpStats {
     pub rq_direct_response: Counter,
     pub downstream_rq_failed_path_normalization: Counter,
     pub downstream_rq_redirected_with_normalized_path: Counter,
+    /// Requests ended by `stream_idle_timeout` (Envoy's `downstream_rq_idle_timeout`).
+    pub downstream_rq_idle_timeout: Counter,
 }
 
 impl HttpStats {
@@ -83,6 +85,7 @@ impl HttpStats {
             downstream_rq_redirected_with_normalized_path: c(
                 "downstream_rq_redirected_with_normalized_path",
             ),
+            downstream_rq_idle_timeout: c("downstream_rq_idle_timeout"),
         }
     }
 }
@@ -150,7 +153,25 @@ pub struct HttpRuntime {
     pub upgrade_types: Vec<String>,
     pub use_remote_address: bool,
     pub generate_request_id: bool,
+    /// The router's `suppress_envoy_headers`.
+    pub suppress_envoy_headers: bool,
+    pub server_header_transformation: ServerHeaderTransformation,
+    pub headers_with_underscores_action: HeadersWithUnderscoresAction,
+    /// Largest request body buffered for retries: the listener's
+    /// `per_connection_buffer_limit_bytes`, as Envoy's router takes its stream's buffer limit
+    /// (quickshake's default 64 KiB when it is not set or 0).
+    pub retry_buffer_limit: usize,
+    /// `http2_protocol_options` (the settings sent to HTTP/2 clients).
+    pub http2: Http2Options,
+    /// `proxy_100_continue`.
+    pub proxy_100_continue: bool,
+    /// `stream_idle_timeout` (Envoy's default 5 minutes; `None`: disabled by `0s`).
+    pub stream_idle_timeout: Option<Duration>,
 }
+
+/// Largest request body buffered so a request can be retried when the listener sets no
+/// `per_connection_buffer_limit_bytes`; larger ones go once.
+const DEFAULT_RETRY_BUFFER_LIMIT: usize = 64 * 1024;
 
 /// Envoy's default `common_http_protocol_options.idle_timeout`: one hour.
 pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -176,17 +197,7 @@ impl HttpRuntime {
                 Some(route_config_name.clone()),
             ),
         };
-        let loggers = cfg
-            .access_logs
-            .iter()
-            .enumerate()
-            .map(|(i, l)| {
-                AccessLogger::open(l).map_err(|e| HttpError::Invalid {
-                    field: format!("{}.access_log[{i}]", cfg.path),
-                    reason: format!("cannot open: {e}"),
-                })
-            })
-            .collect::<Result<_, _>>()?;
+        let loggers = open_access_logs(&cfg.access_logs, &cfg.path)?;
         let server_name = cfg.server_name.as_deref().unwrap_or("quickshake");
         Ok(HttpRuntime {
             codec: cfg.codec_type,
@@ -206,6 +217,16 @@ impl HttpRuntime {
             upgrade_types: cfg.upgrade_types.clone(),
             use_remote_address: cfg.use_remote_address,
             generate_request_id: cfg.generate_request_id,
+            suppress_envoy_headers: cfg.suppress_envoy_headers,
+            server_header_transformation: cfg.server_header_transformation,
+            headers_with_underscores_action: cfg.headers_with_underscores_action,
+            retry_buffer_limit: cfg
+                .connection_buffer_limit_bytes
+                .filter(|b| *b > 0)
+                .map_or(DEFAULT_RETRY_BUFFER_LIMIT, |b| b as usize),
+            http2: cfg.http2,
+            proxy_100_continue: cfg.proxy_100_continue,
+            stream_idle_timeout: cfg.stream_idle_timeout,
         })
     }
 }

@@ -13,6 +13,7 @@ use quickshake_config::CodecType;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
+use crate::header_policy::ResetStream;
 use crate::request::handle_request;
 use crate::runtime::{ConnInfo, HttpRuntime};
 
@@ -53,16 +54,34 @@ pub async fn serve_http<S>(
         .timer(TokioTimer::new())
         .max_buf_size(rt.max_request_headers_bytes.max(8192))
         .header_read_timeout(Duration::from_secs(30));
-    builder
-        .http2()
+    let mut h2_builder = builder.http2();
+    h2_builder
         .timer(TokioTimer::new())
         .max_header_list_size(u32::try_from(rt.max_request_headers_bytes).unwrap_or(u32::MAX));
+    // `http2_protocol_options`; hyper's defaults where they are not set.
+    if let Some(n) = rt.http2.max_concurrent_streams {
+        h2_builder.max_concurrent_streams(n);
+    }
+    if let Some(n) = rt.http2.initial_stream_window_size {
+        h2_builder.initial_stream_window_size(n);
+    }
+    if let Some(n) = rt.http2.initial_connection_window_size {
+        h2_builder.initial_connection_window_size(n);
+    }
     let svc_rt = rt.clone();
     let svc_info = info.clone();
     let svc_drain = drain.clone();
     let service = service_fn(move |req| {
         let draining = *svc_drain.borrow();
-        handle_request(req, svc_rt.clone(), svc_info.clone(), draining)
+        let answer = handle_request(req, svc_rt.clone(), svc_info.clone(), draining);
+        async move {
+            let Ok(resp) = answer.await;
+            // A service error makes hyper reset the HTTP/2 stream (INTERNAL_ERROR).
+            match resp.extensions().get::<ResetStream>() {
+                Some(_) => Err(StreamReset),
+                None => Ok(resp),
+            }
+        }
     });
     // HTTP/2 (ALPN or codec): hyper's HTTP/2 server directly (the upgrade-capable path would
     // sniff the preface and answer a bad one in HTTP/1.1). Otherwise auto-detection with
@@ -137,3 +156,8 @@ fn count_protocol_error(rt: &HttpRuntime, e: &(dyn std::error::Error + 'static))
         rt.stats.downstream_rq_xx[3].inc();
     }
 }
+
+/// A request whose stream is reset rather than answered (see [`ResetStream`]).
+#[derive(Debug, thiserror::Error)]
+#[error("request refused: stream reset")]
+struct StreamReset;

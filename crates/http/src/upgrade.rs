@@ -1,17 +1,67 @@
-//! WebSocket (and other HTTP/1.1 `Upgrade`) forwarding, enabled per connection manager by
-//! Envoy's `upgrade_configs`: the upgrade request goes to the upstream over its own connection;
+//! WebSocket (and other HTTP/1.1 `Upgrade`) forwarding, enabled by Envoy's `upgrade_configs`
+//! (the connection manager's, overridden per type by the route's; [`websocket_upgrade`]
+//! decides, as Envoy's `createUpgradeFilterChain`): the upgrade request goes to the upstream
+//! over its own connection;
 //! on `101 Switching Protocols` both sides are upgraded and bytes are copied both ways. The
 //! upgrade request goes out in origin-form with `Host` from the authority, like every HTTP/1.1
 //! upstream request (`quickshake_upstream::to_h1_form`).
 
 use http::request::Parts;
-use http::{Request, Response};
+use http::{header, HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use quickshake_upstream::{to_h1_form, Cluster};
 
 use crate::body::{error_response, full, Body};
+
+/// What a request's `Upgrade` asks for, and whether the configuration lets it through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Upgrade {
+    /// Not a WebSocket upgrade: an ordinary request (its hop-by-hop headers go).
+    None,
+    /// A WebSocket upgrade this route enables.
+    Allowed,
+    /// A WebSocket upgrade this route does not enable: Envoy answers 403.
+    Refused,
+}
+
+/// Envoy's precedence for the `websocket` upgrade type: the route's `upgrade_configs` entry
+/// for it (`enabled` true or false) wins; without one, the connection manager's
+/// `upgrade_configs` (`hcm_types`, its enabled types) decide. Types compare case-insensitively.
+pub(crate) fn websocket_upgrade(
+    h: &HeaderMap,
+    hcm_types: &[String],
+    route: &[(String, bool)],
+) -> Upgrade {
+    const WEBSOCKET: &str = "websocket";
+    let asked = h
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(WEBSOCKET));
+    if !asked {
+        return Upgrade::None;
+    }
+    let enabled = match route
+        .iter()
+        .find(|(t, _)| t.eq_ignore_ascii_case(WEBSOCKET))
+    {
+        Some((_, on)) => *on,
+        None => hcm_types.iter().any(|t| t.eq_ignore_ascii_case(WEBSOCKET)),
+    };
+    if enabled {
+        Upgrade::Allowed
+    } else {
+        Upgrade::Refused
+    }
+}
+
+/// Envoy's local reply to a refused upgrade (`upgrade_failed`): 403 with no body.
+pub(crate) fn upgrade_refused() -> Response<Body> {
+    let mut r = Response::new(full(bytes::Bytes::new()));
+    *r.status_mut() = StatusCode::FORBIDDEN;
+    r
+}
 
 pub(crate) async fn forward_upgrade(
     mut parts: Parts,
@@ -55,4 +105,37 @@ pub(crate) async fn forward_upgrade(
     });
     let (parts, _) = resp.into_parts();
     Response::from_parts(parts, full(bytes::Bytes::new()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn ws() -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::UPGRADE, HeaderValue::from_static("WebSocket"));
+        h
+    }
+
+    #[test]
+    fn the_route_entry_wins_else_the_connection_manager_decides() {
+        let hcm = vec!["websocket".to_owned()];
+        let on = vec![("WEBSOCKET".to_owned(), true)];
+        let off = vec![("websocket".to_owned(), false)];
+        let other = vec![("spdy/3".to_owned(), false)];
+        assert_eq!(websocket_upgrade(&ws(), &hcm, &[]), Upgrade::Allowed);
+        assert_eq!(websocket_upgrade(&ws(), &hcm, &off), Upgrade::Refused);
+        assert_eq!(websocket_upgrade(&ws(), &hcm, &other), Upgrade::Allowed);
+        assert_eq!(websocket_upgrade(&ws(), &[], &on), Upgrade::Allowed);
+        assert_eq!(websocket_upgrade(&ws(), &[], &[]), Upgrade::Refused);
+        assert_eq!(websocket_upgrade(&ws(), &[], &other), Upgrade::Refused);
+        assert_eq!(
+            websocket_upgrade(&HeaderMap::new(), &hcm, &off),
+            Upgrade::None
+        );
+        let mut h2c = HeaderMap::new();
+        h2c.insert(header::UPGRADE, HeaderValue::from_static("h2c"));
+        assert_eq!(websocket_upgrade(&h2c, &[], &[]), Upgrade::None);
+    }
 }

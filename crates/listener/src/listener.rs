@@ -3,11 +3,12 @@
 //! and token buckets among it), and the swap seam for TLS contexts and listener updates.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use quickshake_config::Listener;
+use quickshake_http::{open_access_logs, AccessLogger, LogRecord};
 use quickshake_keyprovider::Providers;
 use quickshake_stats::{Counter, Gauge, Histogram, Store};
 use quickshake_tls::HandshakeStats;
@@ -94,10 +95,14 @@ pub struct ListenerShared {
     /// `traffic_direction: INBOUND` (admin `/drain_listeners?inboundonly` stops it); follows
     /// updates.
     inbound: AtomicBool,
+    /// `max_connections_to_accept_per_socket_event` (0: no limit); follows updates.
+    max_accept_per_event: AtomicU32,
     /// Handshakes in progress per source (`handshake_limit`), kept across updates.
     handshakes: Arc<HandshakeTable>,
     /// The token buckets of this listener's rate limit filters, by filter path.
     buckets: BucketRegistry,
+    /// `access_log[]`; follows updates.
+    access_logs: ArcSwap<Vec<AccessLogger>>,
 }
 
 /// A listener's filter chains and admission filters, built for [`ListenerShared::update`].
@@ -105,6 +110,8 @@ pub struct ListenerUpdate {
     chains: Vec<Arc<ChainRuntime>>,
     admission: ListenerAdmission,
     inbound: bool,
+    max_accept_per_event: u32,
+    access_logs: Vec<AccessLogger>,
 }
 
 impl ListenerShared {
@@ -126,8 +133,10 @@ impl ListenerShared {
             proxy_protocol: cfg.proxy_protocol,
             ignore_global_conn_limit: cfg.ignore_global_conn_limit,
             inbound: AtomicBool::new(cfg.inbound),
+            max_accept_per_event: AtomicU32::new(0),
             handshakes,
             buckets: BucketRegistry::default(),
+            access_logs: ArcSwap::from_pointee(Vec::new()),
         };
         let built = shared.build_update(cfg, store, providers, clusters)?;
         shared.update(built);
@@ -163,6 +172,8 @@ impl ListenerShared {
             chains,
             admission,
             inbound: cfg.inbound,
+            max_accept_per_event: cfg.max_connections_to_accept_per_socket_event.unwrap_or(0),
+            access_logs: open_access_logs(&cfg.access_logs, &cfg.path)?,
         })
     }
 
@@ -172,6 +183,53 @@ impl ListenerShared {
         self.admission.store(Arc::new(u.admission));
         self.chains.store(Arc::new(u.chains));
         self.inbound.store(u.inbound, Ordering::Relaxed);
+        self.max_accept_per_event
+            .store(u.max_accept_per_event, Ordering::Relaxed);
+        self.access_logs.store(Arc::new(u.access_logs));
+    }
+
+    /// Write the listener's access logs for a connection it did not serve (Envoy's
+    /// `emitLogs` for a socket that never became a connection): no filter chain matched
+    /// (`no_chain`: response flag `NR`, details `filter_chain_not_found`) or its listener
+    /// filters timed out. `started`: when it was accepted.
+    pub fn log_unserved(
+        &self,
+        started: std::time::SystemTime,
+        peer: SocketAddr,
+        local: &str,
+        sni: Option<&str>,
+        no_chain: bool,
+    ) {
+        let logs = self.access_logs.load();
+        if logs.is_empty() {
+            return;
+        }
+        let start = started
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let duration_ms = started
+            .elapsed()
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let r = LogRecord {
+            start,
+            duration_ms,
+            downstream_remote_address: peer.to_string(),
+            downstream_local_address: local.to_owned(),
+            requested_server_name: sni.map(str::to_owned),
+            response_flags: no_chain.then_some("NR"),
+            response_code_details: no_chain.then_some("filter_chain_not_found"),
+            ..Default::default()
+        };
+        for l in logs.iter() {
+            l.log(&r);
+        }
+    }
+
+    /// `max_connections_to_accept_per_socket_event`: how many connections the accept loop
+    /// takes in a row before it lets the worker's other tasks run; `None` when not set (all
+    /// that are pending, within tokio's cooperative budget).
+    pub fn max_accept_per_event(&self) -> Option<u32> {
+        Some(self.max_accept_per_event.load(Ordering::Relaxed)).filter(|n| *n > 0)
     }
 
     /// `traffic_direction: INBOUND`.

@@ -31,6 +31,10 @@ pub enum ServeError {
     NoAdsConfig(String),
     #[error("{0}: not supported yet (only ads: {{}}, over dynamic_resources.ads_config)")]
     SourceNotAds(String),
+    /// A static listener's secret comes from a control plane, and the bootstrap has no
+    /// `dynamic_resources.ads_config` to reach one; the field is the secret reference's path.
+    #[error("{0}.sds_config: a secret from a control plane needs dynamic_resources.ads_config")]
+    StaticSdsWithoutXds(String),
     /// `ads_config`'s cluster cannot carry the stream; `field` is the `ads_config` path.
     #[error("{field}: {source}")]
     XdsCluster {

@@ -82,7 +82,7 @@ pub fn run(ext: Extensions) -> ExitCode {
         Err(e) => return fail(&origin.error(&e)),
     };
     if cli.mode == Mode::Validate {
-        return match build_listeners(&cfg, &store, &providers, &clusters) {
+        return match build_listeners(&served_at_start(&cfg), &store, &providers, &clusters) {
             Ok(_) => {
                 println!("configuration {} OK", origin.name);
                 ExitCode::SUCCESS
@@ -119,7 +119,13 @@ fn init_logging(cli: &Cli) -> Arc<logging::Loggers> {
     let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
     tracing_subscriber::registry()
         .with(filter)
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                // Colour only for a terminal: a file (Envoy Gateway's and func-e's logs of the
+                // proxy) gets plain text, as Envoy writes it.
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        )
         .init();
     loggers.attach(handle);
     if !unknown.is_empty() {
@@ -228,8 +234,21 @@ fn serve(
         }
         None => None,
     };
+    // A static listener whose secrets come from a control plane warms until they arrive: the
+    // xDS client's configuration binds it then (as Envoy's listener warming does).
+    let at_start = served_at_start(&cfg);
+    if let Some(r) = cfg
+        .listeners
+        .iter()
+        .flat_map(|l| l.control_plane_secrets())
+        .next()
+    {
+        if cfg.dynamic.as_ref().and_then(|d| d.ads.as_ref()).is_none() {
+            return Err(ServeError::StaticSdsWithoutXds(r.path.clone()));
+        }
+    }
     let gateway =
-        Gateway::start(&cfg, &opts, store.clone(), providers, clusters).map_err(|source| {
+        Gateway::start(&at_start, &opts, store.clone(), providers, clusters).map_err(|source| {
             ServeError::Gateway {
                 context: origin.context.clone(),
                 source: Box::new(source),
@@ -237,7 +256,8 @@ fn serve(
         })?;
     let drain = gateway.drain_handle();
     quickshake_control::reload::spawn(
-        cfg.listeners
+        at_start
+            .listeners
             .iter()
             .cloned()
             .zip(gateway.listeners.iter().cloned())
@@ -303,6 +323,16 @@ fn serve(
     Ok(())
 }
 
+/// The bootstrap less its static listeners whose secrets come from a control plane (those start
+/// with the xDS client, once their secrets arrive).
+fn served_at_start(cfg: &Bootstrap) -> Bootstrap {
+    let mut at_start = cfg.clone();
+    at_start
+        .listeners
+        .retain(|l| l.control_plane_secrets().is_empty());
+    at_start
+}
+
 /// Start the xDS client for `dynamic_resources.ads_config`, talking to the static cluster it
 /// names (its first endpoint: `socket_address`, or `pipe.path` as Istio renders it).
 fn start_xds(
@@ -354,6 +384,7 @@ fn start_xds(
         tls,
         initial_fetch,
         resolve,
+        static_secrets: quickshake_xds::state::static_secret_refs(&cfg.listeners),
     };
     tracing::info!(cluster = %ads.cluster_name, api_type = ?ads.api_type, "starting the xDS client");
     let view = sink.listener_view();

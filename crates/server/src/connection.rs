@@ -105,6 +105,8 @@ async fn run(
 ) {
     let listener = guard.listener.clone();
     let chains = listener.chains.load_full();
+    // For the listener's access logs of a connection it does not serve.
+    let accepted = std::time::SystemTime::now();
     let mut stream = Prefixed::new(Vec::new(), stream);
     if listener.proxy_protocol {
         let timeout = chains
@@ -126,6 +128,7 @@ async fn run(
             }
             Err(_) => {
                 listener.stats.downstream_pre_cx_timeout.inc();
+                listener.log_unserved(accepted, peer, &local, None, false);
                 return;
             }
         }
@@ -164,11 +167,13 @@ async fn run(
         }
         Err(_) => {
             listener.stats.downstream_pre_cx_timeout.inc();
+            listener.log_unserved(accepted, peer, &local, None, false);
             return;
         }
     };
     let Some(chain) = select_chain(&chains, sni.as_deref()) else {
         listener.stats.no_filter_chain_match.inc();
+        listener.log_unserved(accepted, peer, &local, sni.as_deref(), true);
         return;
     };
     let stream = Prefixed::new(hello, stream);

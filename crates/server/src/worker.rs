@@ -275,11 +275,20 @@ async fn accept_loop(
     if *drain.borrow() || admin_stop.borrow().covers(shared.inbound()) {
         return;
     }
+    // Connections accepted since the loop last let the worker's other tasks run.
+    let mut in_a_row = 0u32;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     tokio::spawn(serve_connection(stream, peer, shared.clone(), server.clone(), drain.clone()));
+                    // `max_connections_to_accept_per_socket_event`: after N accepts, back to
+                    // the event loop before the next (Envoy accepts the rest on a later event).
+                    in_a_row += 1;
+                    if shared.max_accept_per_event().is_some_and(|n| in_a_row >= n) {
+                        in_a_row = 0;
+                        tokio::task::yield_now().await;
+                    }
                 }
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning; existing connections go on.

@@ -14,6 +14,8 @@ use tokio_boring::SslStream;
 
 use crate::alpn::{encode_alpn, BadAlpnProtocol};
 use crate::certs::{ca_store_from_pem, chain_from_pem, PemChain, PemError};
+use crate::san::verify_callback;
+use quickshake_config::SanMatcher;
 
 /// Envoy's `UpstreamTlsContext`, reduced to what the gateway supports, with its PEM material
 /// already read.
@@ -21,13 +23,17 @@ use crate::certs::{ca_store_from_pem, chain_from_pem, PemChain, PemError};
 /// Without `trusted_ca_pem` the server certificate is **not verified**, like Envoy without a
 /// `validation_context`. With it, the chain must lead to one of these CAs (and only these: the
 /// system trust store is not consulted), and when `sni` is set the certificate must also match
-/// `sni` as a host name (Envoy's `auto_sni_san_validation`).
+/// `sni` as a host name (Envoy's `auto_sni_san_validation`), and when `san_matchers` is not
+/// empty, have a SAN one of them matches (`match_typed_subject_alt_names`; [`crate::san`]).
 #[derive(Clone, Default)]
 pub struct ClientTlsOptions {
     /// Server name sent in the ClientHello; none when absent or an IP literal.
     pub sni: Option<String>,
     /// PEM bundle of trusted CA certificates.
     pub trusted_ca_pem: Option<Vec<u8>>,
+    /// `match_typed_subject_alt_names`, checked with `trusted_ca_pem` (the configuration
+    /// refuses them without it, as Envoy does).
+    pub san_matchers: Vec<SanMatcher>,
     /// ALPN protocols offered, e.g. `["h2", "http/1.1"]`; none offered when empty. (The
     /// upstream crate offers `h2` for an HTTP/2 cluster that lists none.)
     pub alpn: Vec<String>,
@@ -45,6 +51,7 @@ impl fmt::Debug for ClientTlsOptions {
                 "trusted_ca_pem",
                 &self.trusted_ca_pem.as_ref().map(|v| v.len()),
             )
+            .field("san_matchers", &self.san_matchers)
             .field("alpn", &self.alpn)
             .field("client_cert_pem", &self.client_cert_pem.is_some())
             .field(
@@ -126,7 +133,12 @@ impl ClientTls {
                 })?;
                 // Replaces the default store: only the configured CAs are trusted.
                 b.set_cert_store(store);
-                b.set_verify(SslVerifyMode::PEER);
+                if opts.san_matchers.is_empty() {
+                    b.set_verify(SslVerifyMode::PEER);
+                } else {
+                    let matchers = opts.san_matchers.clone().into();
+                    b.set_verify_callback(SslVerifyMode::PEER, verify_callback(matchers));
+                }
                 true
             }
             None => {
@@ -215,6 +227,7 @@ mod tests {
             alpn: vec!["h2".into(), "http/1.1".into()],
             client_cert_pem: Some(cert("client.cert.pem")),
             client_key_pem: Some(cert("client.key.pem")),
+            san_matchers: Vec::new(),
         })
         .expect("full options");
         assert!(full.verifies());

@@ -17,7 +17,7 @@ use boring::ssl::{
 use boring::x509::store::X509StoreBuilder;
 use boring::x509::{X509Ref, X509};
 use quickshake_config::{
-    read_data_source, DownstreamTls, OcspStaplePolicy, TlsCertificate, TlsVersion,
+    read_data_source, DownstreamTls, OcspStaplePolicy, SanMatcher, TlsCertificate, TlsVersion,
 };
 use quickshake_keyprovider::{KeySetup, ProviderMethod, Providers};
 
@@ -60,6 +60,9 @@ pub struct ChainTls {
     /// The key-exchange groups (`ecdh_curves`), for a QUIC connection's `Ssl`, which takes
     /// them from the dispatching context it was created from.
     curves: String,
+    /// The client certificate's SAN matchers, for a QUIC connection's `Ssl` (see
+    /// [`ChainTls::select_quic`]).
+    san_matchers: Option<Arc<[SanMatcher]>>,
     pub certs: Vec<LoadedCert>,
 }
 
@@ -87,7 +90,14 @@ impl ChainTls {
             .map_err(|_| SelectCertError::ERROR)?;
         ssl.set_curves_list(&self.curves)
             .map_err(|_| SelectCertError::ERROR)?;
-        ssl.set_verify(self.primary.verify_mode());
+        // `set_verify` replaces the verify callback too: the SAN matchers' comes back with it.
+        match &self.san_matchers {
+            Some(m) => ssl.set_verify_callback(
+                self.primary.verify_mode(),
+                crate::san::verify_callback(m.clone()),
+            ),
+            None => ssl.set_verify(self.primary.verify_mode()),
+        }
         self.selector.select(hello)
     }
 }
@@ -186,6 +196,7 @@ pub fn build_chain_tls(
         primary: primary.build(),
         selector,
         curves: curves_list(tls),
+        san_matchers: san_matchers(tls),
         certs,
     })
 }
@@ -216,7 +227,24 @@ fn chain_session_id(
         None => None,
     };
     let leaves: Vec<&X509Ref> = built.iter().map(|b| b.leaf.as_ref()).collect();
-    session_context_id(&leaves, ca.as_deref(), server_names, &tls.path)
+    let id = session_context_id(&leaves, ca.as_deref(), server_names, &tls.path)?;
+    if tls.san_matchers.is_empty() {
+        return Ok(id);
+    }
+    // Envoy hashes each SAN matcher (its protobuf's hash) into the context too, so a session
+    // is not resumed past other matchers; quickshake hashes their description instead (the
+    // value then differs from Envoy's, which only matters within one process anyway).
+    let mut text = id.to_vec();
+    text.extend(format!("{:?}", tls.san_matchers).bytes());
+    let digest = boring::hash::hash(boring::hash::MessageDigest::sha256(), &text).map_err(|e| {
+        TlsError::Ssl {
+            field: tls.path.clone(),
+            source: e,
+        }
+    })?;
+    let mut out = [0u8; 32];
+    out.copy_from_slice(&digest);
+    Ok(out)
 }
 
 fn build_cert_context(
@@ -492,8 +520,17 @@ fn configure_client_auth(b: &mut SslContextBuilder, tls: &DownstreamTls) -> Resu
     } else {
         SslVerifyMode::PEER
     };
-    b.set_verify(mode);
+    match san_matchers(tls) {
+        Some(m) => b.set_verify_callback(mode, crate::san::verify_callback(m)),
+        None => b.set_verify(mode),
+    }
     Ok(())
+}
+
+/// The client certificate's SAN matchers (`match_typed_subject_alt_names`), when any.
+fn san_matchers(tls: &DownstreamTls) -> Option<Arc<[SanMatcher]>> {
+    (tls.trusted_ca.is_some() && !tls.san_matchers.is_empty())
+        .then(|| tls.san_matchers.clone().into())
 }
 
 /// One certificate a connection can be served with: the primary (`ctx: None`, the context the

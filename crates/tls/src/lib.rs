@@ -10,6 +10,7 @@
 //! the client handshake ([`ClientTls::connect`]); `quickshake-upstream` only dials and counts.
 //!
 //! What both directions need exists once: the trust store from PEM ([`ca_store_from_pem`]),
+//! the SAN matchers' check in the verify callback ([`san`], `match_typed_subject_alt_names`),
 //! the certificate chain parser ([`chain_from_pem`]) and ALPN's wire format ([`alpn`]).
 //!
 //! QUIC ([`quic`]): the quiche configuration of a QUIC listener, on the same BoringSSL contexts
@@ -34,6 +35,7 @@ pub mod handshake_stats;
 mod key_share;
 pub mod ocsp;
 pub mod quic;
+pub mod san;
 pub mod session_id;
 #[allow(unsafe_code)]
 mod tickets;

@@ -171,6 +171,8 @@ impl Cluster {
             Balancing {
                 health_checked: health_check.is_some(),
                 panic_threshold: spec.healthy_panic_threshold,
+                dns_family: spec.dns_family,
+                ignore_health_on_host_removal: spec.ignore_health_on_host_removal,
             },
         )?;
         let breakers = Breakers::new(spec.limits);

@@ -177,6 +177,7 @@ pub(crate) async fn run(cluster: Weak<Shared>, spec: HealthCheckSpec, stats: Hea
         }
         if changed {
             sh.hosts.health_changed();
+            sh.hosts.drop_failed_pending();
         }
         let healthy = slots
             .values()

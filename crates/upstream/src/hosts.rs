@@ -16,12 +16,12 @@ use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use crate::health::HostHealth;
-use crate::spec::{Discovery, LbPolicy};
+use crate::spec::{Discovery, DnsFamily, LbPolicy};
 use crate::stats::ClusterStats;
 use crate::UpstreamError;
 
@@ -32,6 +32,9 @@ pub(crate) struct Host {
     /// Requests in flight to this host (for least-request balancing).
     pub(crate) active_rq: AtomicU64,
     pub(crate) health: HostHealth,
+    /// Service discovery removed it while its active health check passed: it stays (and takes
+    /// traffic) until a check fails (Envoy's `PENDING_DYNAMIC_REMOVAL`).
+    pub(crate) pending_removal: AtomicBool,
 }
 
 impl Host {
@@ -40,6 +43,7 @@ impl Host {
             addr,
             active_rq: AtomicU64::new(0),
             health: HostHealth::new(failed_active_hc),
+            pending_removal: AtomicBool::new(false),
         }
     }
 }
@@ -51,6 +55,11 @@ pub(crate) struct Balancing {
     pub(crate) health_checked: bool,
     /// Percent (Envoy's `healthy_panic_threshold`).
     pub(crate) panic_threshold: f64,
+    /// Which resolved addresses of a DNS name are hosts (`dns_lookup_family`).
+    pub(crate) dns_family: DnsFamily,
+    /// `ignore_health_on_host_removal`: a host service discovery removes goes at once, even
+    /// while its health check passes.
+    pub(crate) ignore_health_on_host_removal: bool,
 }
 
 impl Default for Balancing {
@@ -58,6 +67,8 @@ impl Default for Balancing {
         Balancing {
             health_checked: false,
             panic_threshold: 50.0,
+            dns_family: DnsFamily::All,
+            ignore_health_on_host_removal: false,
         }
     }
 }
@@ -144,16 +155,56 @@ impl HostSet {
         self.install(addrs);
     }
 
-    /// Replaces the membership, keeping the `Host` (and its counters) of
-    /// addresses that stay.
-    fn install(&self, mut addrs: Vec<SocketAddr>) {
+    /// Replaces the membership with the hosts service discovery gives (`addrs`), keeping the
+    /// `Host` (and its counters) of addresses that stay. As in Envoy, a host of an actively
+    /// health-checked cluster that discovery dropped stays while its health check passes,
+    /// unless `ignore_health_on_host_removal` (see [`HostSet::drop_failed_pending`]).
+    fn install(&self, addrs: Vec<SocketAddr>) {
+        let mut guard = self.hosts.write().unwrap_or_else(PoisonError::into_inner);
+        let changed = self.replace(&mut guard, addrs);
+        drop(guard);
+        if let Some(n) = changed {
+            self.membership_changed(n);
+        }
+    }
+
+    /// Removes the hosts pending removal whose health check has failed (Envoy removes them
+    /// then); called when a host's health changed.
+    pub(crate) fn drop_failed_pending(&self) {
+        let mut guard = self.hosts.write().unwrap_or_else(PoisonError::into_inner);
+        let pending = |h: &Host| h.pending_removal.load(Ordering::Relaxed);
+        if !guard
+            .iter()
+            .any(|h| pending(h) && h.health.failed_active_hc())
+        {
+            return;
+        }
+        let discovered = guard
+            .iter()
+            .filter(|h| !pending(h))
+            .map(|h| h.addr)
+            .collect();
+        let changed = self.replace(&mut guard, discovered);
+        drop(guard);
+        if let Some(n) = changed {
+            self.membership_changed(n);
+        }
+    }
+
+    /// Puts the membership for `addrs` (the discovered hosts, then those kept pending
+    /// removal) in `slot`; its size when it changed.
+    fn replace(&self, slot: &mut Arc<Vec<Arc<Host>>>, mut addrs: Vec<SocketAddr>) -> Option<usize> {
         let mut seen = std::collections::HashSet::new();
         addrs.retain(|a| seen.insert(*a));
-        let mut guard = self.hosts.write().unwrap_or_else(PoisonError::into_inner);
-        let old = guard.clone();
-        let same = old.len() == addrs.len() && old.iter().zip(&addrs).all(|(h, a)| h.addr == *a);
-        if same && !old.is_empty() {
-            return;
+        let old = slot.clone();
+        let discovered = addrs.len();
+        if self.balancing.health_checked && !self.balancing.ignore_health_on_host_removal {
+            let kept = old
+                .iter()
+                .filter(|h| !seen.contains(&h.addr) && !h.health.failed_active_hc())
+                .map(|h| h.addr)
+                .collect::<Vec<_>>();
+            addrs.extend(kept);
         }
         let new: Vec<Arc<Host>> = addrs
             .into_iter()
@@ -164,9 +215,21 @@ impl HostSet {
                     .unwrap_or_else(|| Arc::new(Host::new(a, self.balancing.health_checked)))
             })
             .collect();
-        let n = i64::try_from(new.len()).unwrap_or(i64::MAX);
-        *guard = Arc::new(new);
-        drop(guard);
+        for (i, h) in new.iter().enumerate() {
+            h.pending_removal.store(i >= discovered, Ordering::Relaxed);
+        }
+        let same = old.len() == new.len() && old.iter().zip(&new).all(|(a, b)| a.addr == b.addr);
+        if same && !old.is_empty() {
+            return None;
+        }
+        let n = new.len();
+        *slot = Arc::new(new);
+        Some(n)
+    }
+
+    /// Counts a membership change of `n` hosts.
+    fn membership_changed(&self, n: usize) {
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
         self.generation.fetch_add(1, Ordering::AcqRel);
         self.stats.membership_total.set(n);
         self.stats.membership_change.inc();
@@ -194,7 +257,9 @@ impl HostSet {
                 .unwrap_or_else(PoisonError::into_inner);
             for (i, r) in results.into_iter().enumerate() {
                 self.stats.update_attempt.inc();
-                match r {
+                // A name with no address of the wanted family failed, as Envoy's resolver
+                // answers it (no data).
+                match r.map(|addrs| self.balancing.dns_family.select(addrs)) {
                     Some(mut addrs) if !addrs.is_empty() => {
                         if self.discovery == Discovery::LogicalDns {
                             addrs.truncate(1);
@@ -359,6 +424,56 @@ mod tests {
         for _ in 0..20 {
             let h = s.pick(LbPolicy::LeastRequest).map(|h| h.addr.port());
             assert_eq!(h, Some(1001));
+        }
+    }
+
+    /// Envoy's default: a host EDS (or DNS) drops stays while its active health check passes,
+    /// and goes when a check fails; with `ignore_health_on_host_removal`, or when it is
+    /// failing already, it goes at once.
+    #[test]
+    fn removed_hosts_stay_while_healthy() {
+        for ignore in [false, true] {
+            let s = HostSet::new(
+                "e",
+                Discovery::Eds,
+                vec![],
+                Duration::from_secs(1),
+                ClusterStats::new(&quickshake_stats::Store::new(), "e"),
+                Balancing {
+                    health_checked: true,
+                    ignore_health_on_host_removal: ignore,
+                    ..Balancing::default()
+                },
+            )
+            .expect("set");
+            let [a, b, c]: [SocketAddr; 3] =
+                ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"].map(|x| x.parse().expect("addr"));
+            s.set_endpoints(vec![a, b, c]);
+            for h in s.snapshot().iter().filter(|h| h.addr != c) {
+                h.health.set_failed_active_hc(false);
+            }
+            s.set_endpoints(vec![a]);
+            let addrs = |s: &HostSet| s.snapshot().iter().map(|h| h.addr).collect::<Vec<_>>();
+            if ignore {
+                assert_eq!(addrs(&s), [a]);
+                continue;
+            }
+            // b (healthy) stays pending removal; c (never passed a check) is gone.
+            assert_eq!(addrs(&s), [a, b]);
+            s.set_endpoints(vec![a]);
+            assert_eq!(addrs(&s), [a, b], "still pending");
+            s.drop_failed_pending();
+            assert_eq!(addrs(&s), [a, b], "still healthy");
+            s.snapshot()[1].health.set_failed_active_hc(true);
+            s.drop_failed_pending();
+            assert_eq!(addrs(&s), [a]);
+            // A pending host that discovery gives back is an ordinary host again.
+            s.set_endpoints(vec![a, b]);
+            s.set_endpoints(vec![a, b]);
+            assert!(s
+                .snapshot()
+                .iter()
+                .all(|h| !h.pending_removal.load(Ordering::Relaxed)));
         }
     }
 

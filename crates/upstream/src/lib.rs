@@ -58,7 +58,7 @@ pub use health::HostStatus;
 pub use pool::RequestBody;
 pub use request::{UpstreamBody, UpstreamHost, UpstreamLocalAddress};
 pub use spec::{
-    ClusterSpec, Discovery, HealthCheckKind, HealthCheckSpec, LbPolicy, Limits, OutlierSpec,
-    Protocol, UpstreamTlsSpec,
+    ClusterSpec, Discovery, DnsFamily, HealthCheckKind, HealthCheckSpec, LbPolicy, Limits,
+    OutlierSpec, Protocol, UpstreamTlsSpec,
 };
 pub use stats::ClusterStats;

@@ -24,6 +24,12 @@ pub struct ClusterSpec {
     /// `common_lb_config.healthy_panic_threshold` in percent (default 50): below this share of
     /// healthy hosts the load balancer uses every host (Envoy's panic mode); 0 disables it.
     pub healthy_panic_threshold: f64,
+    /// Which addresses of a DNS name are hosts (Envoy's `dns_lookup_family`).
+    pub dns_family: DnsFamily,
+    /// Envoy's `ignore_health_on_host_removal`: with active health checks, a host service
+    /// discovery (DNS, EDS) removes is dropped at once; otherwise (the default) it stays while
+    /// its checks pass.
+    pub ignore_health_on_host_removal: bool,
 }
 
 impl ClusterSpec {
@@ -47,7 +53,41 @@ impl ClusterSpec {
             health_check: None,
             outlier: None,
             healthy_panic_threshold: 50.0,
+            dns_family: DnsFamily::All,
+            ignore_health_on_host_removal: false,
         }
+    }
+}
+
+/// Which of a name's resolved addresses a DNS cluster uses (Envoy's `dns_lookup_family`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DnsFamily {
+    /// `AUTO`: the IPv6 addresses when there are any, else the IPv4 ones.
+    Auto,
+    V4Only,
+    V6Only,
+    /// `V4_PREFERRED`: the IPv4 addresses when there are any, else the IPv6 ones.
+    V4Preferred,
+    /// `ALL`: every address, in the resolver's order.
+    All,
+}
+
+impl DnsFamily {
+    /// The addresses of `addrs` this family keeps, in their order.
+    pub fn select(self, addrs: Vec<std::net::SocketAddr>) -> Vec<std::net::SocketAddr> {
+        let has_v4 = addrs.iter().any(|a| a.is_ipv4());
+        let has_v6 = addrs.iter().any(|a| a.is_ipv6());
+        let want_v4 = match self {
+            DnsFamily::All => return addrs,
+            DnsFamily::V4Only => true,
+            DnsFamily::V6Only => false,
+            DnsFamily::Auto => !has_v6,
+            DnsFamily::V4Preferred => has_v4,
+        };
+        addrs
+            .into_iter()
+            .filter(|a| a.is_ipv4() == want_v4)
+            .collect()
     }
 }
 
@@ -181,5 +221,39 @@ impl Default for OutlierSpec {
             max_ejection_time: Duration::from_secs(300),
             max_ejection_percent: 10,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DnsFamily;
+    use std::net::SocketAddr;
+
+    #[test]
+    fn dns_families_pick_as_envoy() {
+        let v4: SocketAddr = "192.0.2.1:80".parse().unwrap();
+        let v6: SocketAddr = "[2001:db8::1]:80".parse().unwrap();
+        let both = vec![v4, v6];
+        let cases = [
+            (DnsFamily::All, &both, vec![v4, v6]),
+            (DnsFamily::Auto, &both, vec![v6]),
+            (DnsFamily::V4Preferred, &both, vec![v4]),
+            (DnsFamily::V4Only, &both, vec![v4]),
+            (DnsFamily::V6Only, &both, vec![v6]),
+        ];
+        for (family, addrs, want) in cases {
+            assert_eq!(family.select(addrs.clone()), want, "{family:?}");
+        }
+        assert_eq!(
+            DnsFamily::Auto.select(vec![v4]),
+            vec![v4],
+            "AUTO falls back to IPv4"
+        );
+        assert_eq!(
+            DnsFamily::V4Preferred.select(vec![v6]),
+            vec![v6],
+            "and V4_PREFERRED to IPv6"
+        );
+        assert!(DnsFamily::V6Only.select(vec![v4]).is_empty());
     }
 }

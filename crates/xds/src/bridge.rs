@@ -226,4 +226,76 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
+
+    /// The fields of the closed "accepted with no effect" list arrive over xDS as Envoy Gateway
+    /// and istiod send them (a listener's, a route's and a virtual host's `metadata`, a route's
+    /// `decorator`, the connection manager's `tracing` with a Zipkin provider; a cluster's, a
+    /// locality's and an endpoint's `metadata`): they decode from protobuf (their messages are
+    /// in the pruned set) and the resources parse.
+    #[test]
+    fn no_effect_fields_decode_and_parse() {
+        use prost_reflect::DynamicMessage;
+        let md = serde_json::json!({"filter_metadata": {"envoy-gateway": {"resources": [
+            {"kind": "HTTPRoute", "name": "backend", "namespace": "default"}]}}});
+        let hcm = serde_json::json!({
+            "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+            "stat_prefix": "web",
+            "tracing": {
+                "random_sampling": {"value": 1.0},
+                "custom_tags": [{"tag": "istio.canonical_service", "literal": {"value": "gw"}}],
+                "provider": {"name": "envoy.tracers.zipkin", "typed_config": {
+                    "@type": "type.googleapis.com/envoy.config.trace.v3.ZipkinConfig",
+                    "collector_cluster": "zipkin", "collector_endpoint": "/api/v2/spans",
+                    "collector_endpoint_version": "HTTP_JSON"}}
+            },
+            "route_config": {"name": "r", "virtual_hosts": [{
+                "name": "any", "domains": ["*"], "metadata": md,
+                "routes": [{"match": {"prefix": "/"}, "metadata": md,
+                    "decorator": {"operation": "backend:80/*"},
+                    "route": {"cluster": "c"}}]}]},
+            "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}]
+        });
+        let listener = serde_json::json!({
+            "name": "web", "metadata": md,
+            "address": {"socket_address": {"address": "127.0.0.1", "port_value": 8080}},
+            "filter_chains": [{"filters": [{
+                "name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]}]
+        });
+        let cluster = serde_json::json!({
+            "name": "c", "type": "STATIC", "connect_timeout": "1s", "metadata": md,
+            "load_assignment": {"cluster_name": "c", "endpoints": [{"metadata": md,
+                "lb_endpoints": [{"metadata": md, "endpoint": {"address": {"socket_address":
+                    {"address": "127.0.0.1", "port_value": 8081}}}}]}]}
+        });
+        // JSON -> protobuf -> JSON, as a control plane's resource arrives.
+        let over_the_wire = |type_url: &str, v: &serde_json::Value| {
+            let pool = crate::descriptors::pool().unwrap();
+            let desc = pool
+                .get_message_by_name(type_url.rsplit('/').next().unwrap())
+                .unwrap();
+            let msg = DynamicMessage::deserialize(desc, v.clone()).unwrap();
+            super::to_json(type_url, &msg.encode_to_vec()).unwrap()
+        };
+        let l = over_the_wire(
+            "type.googleapis.com/envoy.config.listener.v3.Listener",
+            &listener,
+        );
+        assert_eq!(l["metadata"], md);
+        let hcm_back = &l["filter_chains"][0]["filters"][0]["typed_config"];
+        assert_eq!(
+            hcm_back["tracing"]["provider"]["typed_config"]["collector_cluster"],
+            "zipkin"
+        );
+        quickshake_config::listener_resource(&l, &["c".to_owned()]).unwrap();
+        let c = over_the_wire(
+            "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+            &cluster,
+        );
+        assert_eq!(
+            c["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["metadata"],
+            md
+        );
+        quickshake_config::cluster_resource(&c, "c").unwrap();
+    }
 }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use quickshake_config::{ApiConfigSource, Node};
 
-use crate::state::{Resources, SinkError};
+use crate::accept::Refused;
+use crate::state::Resources;
 
 /// Where an xDS cluster's one endpoint is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,10 +19,12 @@ pub enum XdsEndpoint {
 }
 
 /// Where the data path takes a new set of resources. `apply` gets every accepted resource with
-/// the update in, and says whether it serves; an `Err` is sent back to the control plane as
-/// the NACK's message, so it names the resource and the field path.
+/// the update in, and serves it, or names every resource it cannot serve (with a reason that
+/// names the field path) and changes nothing it would not also do for the set without them:
+/// the client then puts those resources back to their accepted versions and calls `apply`
+/// again ([`crate::accept::settle`]); the reasons go back to the control plane in the NACK.
 pub trait Sink: Send {
-    fn apply(&mut self, resources: &Resources) -> Result<(), SinkError>;
+    fn apply(&mut self, resources: &Resources) -> Result<(), Refused>;
 
     /// Whether a listener is waiting for a route configuration or secret (the client then
     /// applies the same resources again each second, so a listener whose wait passed its
@@ -45,6 +48,9 @@ pub struct XdsOptions {
     /// A static cluster's endpoint and TLS context, for the SDS streams of their own that
     /// listeners name (`sds_config.api_config_source`).
     pub resolve: Resolver,
+    /// The secrets static listeners take from a control plane
+    /// ([`crate::state::static_secret_refs`]): asked for from the start, as Envoy does.
+    pub static_secrets: Vec<crate::state::SecretRef>,
 }
 
 /// How a stream to a named static cluster connects.

@@ -4,8 +4,11 @@
 //! caller's `apply` decides whether a candidate set of resources can serve (a NACK otherwise).
 //!
 //! Rules kept here, as Envoy keeps them:
-//! - An update is accepted or rejected whole; a rejected one changes nothing, and the NACK
-//!   carries the last accepted `version_info`, the response's nonce and an `error_detail`.
+//! - An update is taken resource by resource ([`crate::accept`]): what the data path can serve
+//!   is applied, each resource it cannot keeps its previous version (or stays absent) and is
+//!   named in the NACK. A response that cannot be read (a resource of another type, one that
+//!   does not decode or has no name) is rejected whole and changes nothing. A NACK carries the
+//!   last accepted `version_info`, the response's nonce and an `error_detail`.
 //! - LDS and CDS are wildcard subscriptions; RDS, EDS and SDS ask for the names the accepted
 //!   listeners and clusters use, and the subscription follows them.
 //! - On reconnect a state-of-the-world stream sends its last accepted versions, an incremental
@@ -17,24 +20,11 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
+use crate::accept::{self, Fault, Refused};
 use crate::bridge;
 use crate::kind::Kind;
 
-/// Why the caller's `apply` (the data path's `Sink`) refused a candidate set: its `Display`
-/// (the whole source chain's text is the sink's to include) is the NACK's `error_detail`.
-pub type SinkError = Box<dyn std::error::Error + Send + Sync>;
-
-/// One accepted resource.
-#[derive(Debug, Clone)]
-pub struct Entry {
-    pub version: String,
-    /// Its JSON form (with key material: never log it; the dump redacts it).
-    pub json: Value,
-    pub last_updated: SystemTime,
-}
-
-/// Every accepted resource, by kind and name.
-pub type Resources = BTreeMap<Kind, BTreeMap<String, Entry>>;
+pub use crate::resources::{Entry, Resources, SinkError};
 
 /// A response, as decoded from either stream kind.
 #[derive(Debug, Clone, Default)]
@@ -71,8 +61,23 @@ pub struct Outgoing {
 /// What became of one response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    Accepted { kind: Kind, version: String },
-    Rejected { kind: Option<Kind>, message: String },
+    Accepted {
+        kind: Kind,
+        version: String,
+    },
+    /// Part of the update was taken; the NACK names the resources that were not. `applied`:
+    /// whether a resource of it was added, replaced or removed (Envoy then takes the update's
+    /// version as the type's `version_info` in `/config_dump`).
+    Partial {
+        kind: Kind,
+        version: String,
+        message: String,
+        applied: bool,
+    },
+    Rejected {
+        kind: Option<Kind>,
+        message: String,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -100,6 +105,8 @@ pub struct Stream {
     kinds: Vec<Kind>,
     source: Source,
     types: BTreeMap<Kind, TypeState>,
+    /// The bootstrap's own secret references to a control plane ([`static_secret_refs`]).
+    statics: Vec<SecretRef>,
 }
 
 impl Stream {
@@ -110,7 +117,14 @@ impl Stream {
             kinds: kinds.to_vec(),
             source,
             types: kinds.iter().map(|k| (*k, TypeState::default())).collect(),
+            statics: Vec::new(),
         }
+    }
+
+    /// The stream also asks for the secrets static listeners name ([`static_secret_refs`]).
+    pub fn with_statics(mut self, statics: &[SecretRef]) -> Self {
+        self.statics = statics.to_vec();
+        self
     }
 
     /// The first requests of a (re)connected stream, in warming order.
@@ -126,7 +140,7 @@ impl Stream {
     pub fn subscriptions(&mut self, resources: &Resources) -> Vec<Outgoing> {
         let mut out = Vec::new();
         for kind in self.kinds.clone() {
-            let wanted = wanted(kind, resources, &self.source);
+            let wanted = wanted(kind, resources, &self.source, &self.statics);
             let delta = self.delta;
             let Some(t) = self.types.get_mut(&kind) else {
                 continue;
@@ -170,14 +184,15 @@ impl Stream {
         out
     }
 
-    /// Handle one response. `apply` gets the candidate resources (the accepted ones with this
-    /// update in) and says whether they can serve; on `Ok` they replace `resources`. Returns the
-    /// ACK or NACK, then any subscription changes the update caused, and the verdict.
+    /// Handle one response. `apply` gets candidate resources (the accepted ones with this
+    /// update in) and says which of them cannot serve; what it takes replaces `resources`, each
+    /// resource it refuses keeps its accepted version ([`accept::settle`]). Returns the ACK or
+    /// NACK, then any subscription changes the update caused, and the verdict.
     pub fn respond(
         &mut self,
         resp: Incoming,
         resources: &mut Resources,
-        apply: &mut dyn FnMut(&Resources) -> Result<(), SinkError>,
+        apply: &mut dyn FnMut(&Resources) -> Result<(), Refused>,
     ) -> (Vec<Outgoing>, Verdict) {
         let kind = Kind::from_type_url(&resp.type_url).filter(|k| self.types.contains_key(k));
         let Some(kind) = kind else {
@@ -196,9 +211,8 @@ impl Stream {
                 },
             );
         };
-        let result = candidate(kind, &resp, resources, self.delta)
-            .map_err(|e| e.to_string())
-            .and_then(|c| apply(&c).map(|()| c).map_err(|e| e.to_string()));
+        let settled = candidate(kind, &resp, resources, self.delta)
+            .map(|c| accept::settle(kind, resources, c.resources, &c.touched, c.refused, apply));
         let t = self.types.entry(kind).or_default();
         let mut ack = Outgoing {
             kind: Some(kind),
@@ -209,29 +223,42 @@ impl Stream {
         if !self.delta {
             ack.resource_names = t.sent.clone().unwrap_or_default().into_iter().collect();
         }
-        match result {
-            Ok(c) => {
-                *resources = c;
-                t.version_info = resp.version_info.clone();
-                ack.version_info = resp.version_info.clone();
-                let mut out = vec![ack];
-                out.extend(self.subscriptions(resources));
-                let verdict = Verdict::Accepted {
-                    kind,
-                    version: resp.version_info,
-                };
-                (out, verdict)
+        let (taken, message, applied) = match settled {
+            Ok(s) => (s.resources, s.refused.to_string(), s.applied),
+            Err(e) => (None, e.to_string(), false),
+        };
+        let Some(taken) = taken else {
+            ack.version_info = t.version_info.clone();
+            ack.error = Some(message.clone());
+            let verdict = Verdict::Rejected {
+                kind: Some(kind),
+                message,
+            };
+            return (vec![ack], verdict);
+        };
+        *resources = taken;
+        let verdict = if message.is_empty() {
+            t.version_info = resp.version_info.clone();
+            ack.version_info = resp.version_info.clone();
+            Verdict::Accepted {
+                kind,
+                version: resp.version_info,
             }
-            Err(message) => {
-                ack.version_info = t.version_info.clone();
-                ack.error = Some(message.clone());
-                let verdict = Verdict::Rejected {
-                    kind: Some(kind),
-                    message,
-                };
-                (vec![ack], verdict)
+        } else {
+            // Envoy's NACK carries the last version accepted whole, even when part of this
+            // update now serves.
+            ack.version_info = t.version_info.clone();
+            ack.error = Some(message.clone());
+            Verdict::Partial {
+                kind,
+                version: resp.version_info,
+                message,
+                applied,
             }
-        }
+        };
+        let mut out = vec![ack];
+        out.extend(self.subscriptions(resources));
+        (out, verdict)
     }
 }
 
@@ -244,24 +271,41 @@ pub enum ResponseError {
     Bridge(#[from] bridge::BridgeError),
     #[error("a {} without a {}", .0.noun(), .0.name_field())]
     Unnamed(Kind),
-    #[error("duplicate {} '{name}' in one response", kind.noun())]
-    Duplicate { kind: Kind, name: String },
 }
 
-/// The accepted resources with one response's update in.
+/// The accepted resources with one response's update in, the names it adds, replaces or
+/// removes, and what it refuses by itself.
+struct Candidate {
+    resources: Resources,
+    touched: BTreeSet<String>,
+    /// A name given twice: the first is taken, the second refused (as Envoy's LDS and CDS do).
+    refused: Vec<Fault>,
+}
+
+/// The second resource of one name in a response.
+#[derive(Debug, thiserror::Error)]
+#[error("duplicate {} {name} found", kind.noun())]
+pub struct Duplicate {
+    kind: Kind,
+    name: String,
+}
+
 fn candidate(
     kind: Kind,
     resp: &Incoming,
     current: &Resources,
     delta: bool,
-) -> Result<Resources, ResponseError> {
+) -> Result<Candidate, ResponseError> {
     let now = SystemTime::now();
     let mut next = current.clone();
     let map = next.entry(kind).or_default();
+    let mut touched = BTreeSet::new();
     if !delta && kind.wildcard() {
-        map.clear();
+        // State of the world: what the response leaves out is removed.
+        touched.extend(std::mem::take(map).into_keys());
     }
     let mut seen = BTreeSet::new();
+    let mut refused = Vec::new();
     for (name, version, type_url, bytes) in &resp.resources {
         if type_url != kind.type_url() {
             return Err(ResponseError::WrongType {
@@ -283,13 +327,19 @@ fn candidate(
             return Err(ResponseError::Unnamed(kind));
         }
         if !seen.insert(name.clone()) {
-            return Err(ResponseError::Duplicate { kind, name });
+            let why = Duplicate {
+                kind,
+                name: name.clone(),
+            };
+            refused.push(Fault::new(kind, name, why));
+            continue;
         }
         let version = if delta {
             version.clone()
         } else {
             resp.version_info.clone()
         };
+        touched.insert(name.clone());
         map.insert(
             name,
             Entry {
@@ -300,9 +350,15 @@ fn candidate(
         );
     }
     for name in &resp.removed {
-        map.remove(name);
+        if map.remove(name).is_some() {
+            touched.insert(name.clone());
+        }
     }
-    Ok(next)
+    Ok(Candidate {
+        resources: next,
+        touched,
+        refused,
+    })
 }
 
 /// An SDS stream of its own: whether it is incremental, and the request metadata it opens with
@@ -338,9 +394,35 @@ fn secret_source(r: &Value) -> Option<(Source, SdsStream)> {
     Some((Source::Cluster(cluster.to_owned()), stream))
 }
 
-/// Every secret reference of the accepted listeners and clusters: `(name, source, stream)`.
-fn secret_refs(resources: &Resources) -> Vec<(String, Source, SdsStream)> {
-    let mut out = Vec::new();
+/// A secret reference to a control plane: `(name, source, stream)`.
+pub type SecretRef = (String, Source, SdsStream);
+
+/// The secret references of static listeners whose secrets come from a control plane (over ADS
+/// or an SDS stream of their own), as Envoy subscribes to them at start.
+pub fn static_secret_refs(listeners: &[quickshake_config::Listener]) -> Vec<SecretRef> {
+    listeners
+        .iter()
+        .flat_map(|l| l.control_plane_secrets())
+        .filter_map(|r| {
+            let (source, stream) = match &r.source.kind {
+                quickshake_config::ConfigSourceKind::Ads => (Source::Ads, SdsStream::default()),
+                quickshake_config::ConfigSourceKind::Api(a) => (
+                    Source::Cluster(a.cluster_name.clone()),
+                    SdsStream {
+                        delta: a.api_type == quickshake_config::XdsApiType::DeltaGrpc,
+                        initial_metadata: a.initial_metadata.clone(),
+                    },
+                ),
+                quickshake_config::ConfigSourceKind::Path(_) => return None,
+            };
+            Some((r.name.clone(), source, stream))
+        })
+        .collect()
+}
+
+/// Every secret reference of the accepted listeners and clusters, and the static ones.
+fn secret_refs(resources: &Resources, statics: &[SecretRef]) -> Vec<SecretRef> {
+    let mut out = statics.to_vec();
     let each = |k: Kind| resources.get(&k).into_iter().flat_map(|m| m.values());
     for e in each(Kind::Listener).chain(each(Kind::Cluster)) {
         find(&e.json, &mut |o| {
@@ -363,9 +445,10 @@ fn secret_refs(resources: &Resources) -> Vec<(String, Source, SdsStream)> {
     out
 }
 
-/// The SDS streams of their own that the accepted resources need, by cluster name.
-pub fn sds_streams(resources: &Resources) -> BTreeMap<String, SdsStream> {
-    secret_refs(resources)
+/// The SDS streams of their own that the accepted resources and static listeners need, by
+/// cluster name.
+pub fn sds_streams(resources: &Resources, statics: &[SecretRef]) -> BTreeMap<String, SdsStream> {
+    secret_refs(resources, statics)
         .into_iter()
         .filter_map(|(_, s, stream)| match s {
             Source::Cluster(c) => Some((c, stream)),
@@ -375,8 +458,13 @@ pub fn sds_streams(resources: &Resources) -> BTreeMap<String, SdsStream> {
 }
 
 /// The names a named kind wants on the stream of `source`, from the accepted listeners and
-/// clusters; `None` for a wildcard kind.
-pub fn wanted(kind: Kind, resources: &Resources, source: &Source) -> Option<BTreeSet<String>> {
+/// clusters (and, for secrets, the static listeners' `statics`); `None` for a wildcard kind.
+pub fn wanted(
+    kind: Kind,
+    resources: &Resources,
+    source: &Source,
+    statics: &[SecretRef],
+) -> Option<BTreeSet<String>> {
     let mut names = BTreeSet::new();
     let each = |k: Kind| resources.get(&k).into_iter().flat_map(|m| m.values());
     match kind {
@@ -409,7 +497,7 @@ pub fn wanted(kind: Kind, resources: &Resources, source: &Source) -> Option<BTre
         }
         Kind::Secret => {
             names.extend(
-                secret_refs(resources)
+                secret_refs(resources, statics)
                     .into_iter()
                     .filter(|(_, s, _)| s == source)
                     .map(|(n, _, _)| n),
@@ -438,155 +526,5 @@ fn find(v: &Value, f: &mut dyn FnMut(&serde_json::Map<String, Value>)) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use envoy_types::pb::envoy::config::cluster::v3::Cluster;
-    use envoy_types::pb::envoy::config::listener::v3::Listener;
-    use prost::Message;
-
-    fn cluster(name: &str, eds: bool) -> (Option<String>, String, String, Vec<u8>) {
-        let mut c = Cluster {
-            name: name.into(),
-            ..Default::default()
-        };
-        if eds {
-            c.cluster_discovery_type = Some(
-                envoy_types::pb::envoy::config::cluster::v3::cluster::ClusterDiscoveryType::Type(3),
-            );
-        }
-        (
-            None,
-            String::new(),
-            Kind::Cluster.type_url().into(),
-            c.encode_to_vec(),
-        )
-    }
-
-    fn response(
-        kind: Kind,
-        version: &str,
-        nonce: &str,
-        resources: Vec<(Option<String>, String, String, Vec<u8>)>,
-    ) -> Incoming {
-        Incoming {
-            type_url: kind.type_url().into(),
-            version_info: version.into(),
-            nonce: nonce.into(),
-            resources,
-            removed: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn sotw_acks_nacks_and_follows_eds_names() {
-        let mut s = Stream::new(false, &Kind::ALL, Source::Ads);
-        let mut res = Resources::new();
-        let first = s.connected(&res);
-        let kinds: Vec<_> = first.iter().map(|o| o.kind).collect();
-        assert_eq!(
-            kinds,
-            [Some(Kind::Cluster), Some(Kind::Listener)],
-            "wildcards first, in warming order"
-        );
-        let (out, v) = s.respond(
-            response(
-                Kind::Cluster,
-                "1",
-                "n1",
-                vec![cluster("a", true), cluster("b", false)],
-            ),
-            &mut res,
-            &mut |_| Ok(()),
-        );
-        assert!(matches!(v, Verdict::Accepted { .. }));
-        assert_eq!(
-            (
-                out[0].version_info.as_str(),
-                out[0].nonce.as_str(),
-                &out[0].error
-            ),
-            ("1", "n1", &None)
-        );
-        // The EDS cluster makes an EDS subscription for its name.
-        assert_eq!(out[1].kind, Some(Kind::Endpoint));
-        assert_eq!(out[1].resource_names, ["a"]);
-        // A rejected update: NACK with the last accepted version; nothing changes.
-        let (out, v) = s.respond(
-            response(Kind::Cluster, "2", "n2", vec![cluster("c", false)]),
-            &mut res,
-            &mut |_| Err("Error adding/updating cluster(s) c: bad".into()),
-        );
-        assert!(matches!(v, Verdict::Rejected { .. }));
-        assert_eq!(out.len(), 1);
-        assert_eq!(
-            (out[0].version_info.as_str(), out[0].nonce.as_str()),
-            ("1", "n2")
-        );
-        assert!(out[0].error.as_deref().unwrap().contains("cluster(s) c"));
-        assert_eq!(res[&Kind::Cluster].keys().collect::<Vec<_>>(), ["a", "b"]);
-        // Reconnect: the last accepted version goes with the first request.
-        let again = s.connected(&res);
-        assert_eq!(again[0].version_info, "1");
-        assert_eq!(again[1].kind, Some(Kind::Endpoint));
-    }
-
-    #[test]
-    fn delta_subscribes_removes_and_resumes_with_versions() {
-        let mut s = Stream::new(true, &Kind::ALL, Source::Ads);
-        let mut res = Resources::new();
-        s.connected(&res);
-        let mut with_name = cluster("a", true);
-        with_name.0 = Some("a".into());
-        with_name.1 = "v7".into();
-        let (out, _) = s.respond(
-            response(Kind::Cluster, "", "n1", vec![with_name]),
-            &mut res,
-            &mut |_| Ok(()),
-        );
-        assert_eq!(out[1].subscribe, ["a"]);
-        let mut removal = response(Kind::Cluster, "", "n2", Vec::new());
-        removal.removed = vec!["a".into()];
-        let (out, _) = s.respond(removal, &mut res, &mut |_| Ok(()));
-        assert!(res[&Kind::Cluster].is_empty());
-        assert_eq!(out[1].unsubscribe, ["a"]);
-        // initial_resource_versions on reconnect.
-        let l = Listener {
-            name: "l".into(),
-            ..Default::default()
-        };
-        let item = (
-            Some("l".to_owned()),
-            "v3".to_owned(),
-            Kind::Listener.type_url().to_owned(),
-            l.encode_to_vec(),
-        );
-        s.respond(
-            response(Kind::Listener, "", "n3", vec![item]),
-            &mut res,
-            &mut |_| Ok(()),
-        );
-        let again = s.connected(&res);
-        let lds = again
-            .iter()
-            .find(|o| o.kind == Some(Kind::Listener))
-            .unwrap();
-        assert_eq!(
-            lds.initial_versions.get("l").map(String::as_str),
-            Some("v3")
-        );
-    }
-
-    #[test]
-    fn a_response_of_another_type_is_nacked() {
-        let mut s = Stream::new(false, &Kind::ALL, Source::Ads);
-        let mut res = Resources::new();
-        let mut r = response(Kind::Cluster, "1", "n", vec![cluster("a", false)]);
-        r.resources[0].2 = Kind::Listener.type_url().into();
-        let (out, _) = s.respond(r, &mut res, &mut |_| Ok(()));
-        assert!(out[0]
-            .error
-            .as_deref()
-            .unwrap()
-            .contains("holds a resource of type"));
-    }
-}
+#[path = "state_tests.rs"]
+mod tests;

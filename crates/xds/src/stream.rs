@@ -127,6 +127,8 @@ pub(crate) struct Shared {
     pub(crate) warming: Arc<std::sync::atomic::AtomicBool>,
     /// The last accepted `version_info` of each type, for `/config_dump`.
     pub(crate) versions: Arc<Mutex<std::collections::BTreeMap<Kind, String>>>,
+    /// The types answered once, taken or NACKed, for readiness.
+    pub(crate) answered: Arc<Mutex<std::collections::BTreeSet<Kind>>>,
     /// SDS streams of their own already started, by cluster.
     pub(crate) sds: Mutex<BTreeSet<String>>,
 }
@@ -154,6 +156,8 @@ struct Spec {
 
 /// Run the ADS stream for ever (and, as listeners name them, the SDS streams of their own).
 pub(crate) async fn run(shared: Arc<Shared>) {
+    // Static listeners' secrets from SDS streams of their own are asked for from the start.
+    start_sds_streams(&shared);
     let ads = &shared.opts.ads;
     let spec = Spec {
         service: Service::Ads,
@@ -172,7 +176,8 @@ async fn run_stream(spec: Spec, shared: Arc<Shared>) {
         Service::Ads => (&Kind::ALL, Source::Ads),
         Service::Sds => (&[Kind::Secret], Source::Cluster(spec.cluster.clone())),
     };
-    let mut stream = Stream::new(spec.delta, kinds, source);
+    let mut stream =
+        Stream::new(spec.delta, kinds, source).with_statics(&shared.opts.static_secrets);
     loop {
         match session(&spec, &mut stream, &shared, &mut backoff).await {
             Ok(()) => {
@@ -202,7 +207,7 @@ fn start_sds_streams(shared: &Arc<Shared>) {
             .resources
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        state::sds_streams(&r)
+        state::sds_streams(&r, &shared.opts.static_secrets)
     };
     for (
         cluster,
@@ -415,6 +420,17 @@ fn handle(resp: Incoming, stream: &mut Stream, shared: &Shared) -> Vec<Outgoing>
     shared
         .warming
         .store(sink.warming(), std::sync::atomic::Ordering::Release);
+    let answered = match &verdict {
+        Verdict::Accepted { kind, .. } | Verdict::Partial { kind, .. } => Some(*kind),
+        Verdict::Rejected { kind, .. } => *kind,
+    };
+    if let Some(kind) = answered {
+        shared
+            .answered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(kind);
+    }
     match verdict {
         Verdict::Accepted { kind, version } => {
             let s = stats.kind(kind);
@@ -426,6 +442,23 @@ fn handle(resp: Incoming, stream: &mut Stream, shared: &Shared) -> Vec<Outgoing>
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(kind, version.clone());
             tracing::info!(kind = kind.noun(), %version, "xDS update accepted");
+        }
+        Verdict::Partial {
+            kind,
+            version,
+            message,
+            applied,
+        } => {
+            stats.kind(kind).update_rejected.inc();
+            if applied {
+                // Envoy's LDS and CDS take the update's version once a resource of it applied.
+                shared
+                    .versions
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(kind, version.clone());
+            }
+            tracing::warn!(kind = kind.noun(), %version, error = %message, "xDS update applied in part (NACK); each refused resource keeps its previous version");
         }
         Verdict::Rejected { kind, message } => {
             if let Some(kind) = kind {

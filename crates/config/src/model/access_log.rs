@@ -18,6 +18,33 @@ pub struct AccessLog {
     /// of `-`. Envoy 1.39.3's JSON formatter ignores it (absent values stay `null`), and so does
     /// quickshake.
     pub omit_empty_values: bool,
+    /// `filter`: only what passes is logged.
+    pub filter: Option<AccessLogFilter>,
+}
+
+/// An access log's `filter` (Envoy's `AccessLogFilter`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessLogFilter {
+    /// `response_flag_filter.flags`: a line with any of these response flags passes; with none
+    /// listed, a line with any response flag.
+    ResponseFlag(Vec<String>),
+}
+
+impl AccessLogFilter {
+    /// Whether a line whose response flags are `flags` (Envoy's short names, comma-separated;
+    /// `None`: no flag) is logged.
+    pub fn passes(&self, flags: Option<&str>) -> bool {
+        match self {
+            AccessLogFilter::ResponseFlag(wanted) => {
+                let mut set = flags.into_iter().flat_map(|f| f.split(','));
+                if wanted.is_empty() {
+                    set.any(|f| !f.is_empty())
+                } else {
+                    set.any(|f| wanted.iter().any(|w| w == f))
+                }
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -41,6 +41,63 @@ pub struct HttpConnectionManager {
     pub xff_num_trusted_hops: u32,
     /// `generate_request_id` (default true).
     pub generate_request_id: bool,
+    /// The router's `suppress_envoy_headers` (default false): the router adds no `x-envoy-*`
+    /// header (`x-envoy-upstream-service-time`, `x-envoy-expected-rq-timeout-ms`,
+    /// `x-envoy-overloaded`).
+    pub suppress_envoy_headers: bool,
+    /// `server_header_transformation` (default OVERWRITE) with `server_name`.
+    pub server_header_transformation: ServerHeaderTransformation,
+    /// `common_http_protocol_options.headers_with_underscores_action` (default ALLOW).
+    pub headers_with_underscores_action: HeadersWithUnderscoresAction,
+    /// The listener's `per_connection_buffer_limit_bytes` (set by the listener it is in): a
+    /// stream's buffer limit, which bounds the request body buffered for retries.
+    pub connection_buffer_limit_bytes: Option<u32>,
+    /// `http2_protocol_options`: the HTTP/2 settings sent to clients.
+    pub http2: Http2Options,
+    /// `proxy_100_continue` (default false): `Expect: 100-continue` goes upstream; otherwise
+    /// the gateway answers `100 Continue` itself and removes `Expect`.
+    pub proxy_100_continue: bool,
+    /// `stream_idle_timeout` (default 5 minutes; `0s`: `None`, disabled): how long a request
+    /// may wait for its upstream response with no activity (504, or 408 mid-body).
+    pub stream_idle_timeout: Option<Duration>,
+}
+
+/// The connection manager's `http2_protocol_options` quickshake applies; `None` keeps the
+/// HTTP/2 server's own default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Http2Options {
+    /// `max_concurrent_streams` (1..=2^31-1).
+    pub max_concurrent_streams: Option<u32>,
+    /// `initial_stream_window_size` (65535..=2^31-1).
+    pub initial_stream_window_size: Option<u32>,
+    /// `initial_connection_window_size` (65535..=2^31-1).
+    pub initial_connection_window_size: Option<u32>,
+}
+
+/// `HttpConnectionManager.ServerHeaderTransformation`: what becomes of the response's
+/// `Server` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ServerHeaderTransformation {
+    /// `OVERWRITE`: `server_name` replaces any upstream `Server`.
+    #[default]
+    Overwrite,
+    /// `APPEND_IF_ABSENT`: the upstream's `Server` is kept; `server_name` when there is none.
+    AppendIfAbsent,
+    /// `PASS_THROUGH`: the upstream's `Server` is kept, and none is added.
+    PassThrough,
+}
+
+/// `HttpProtocolOptions.HeadersWithUnderscoresAction`: request headers whose name has `_`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HeadersWithUnderscoresAction {
+    /// `ALLOW`: forwarded as they are.
+    #[default]
+    Allow,
+    /// `REJECT_REQUEST`: HTTP/1 gets 400 and the connection closes; an HTTP/2 or HTTP/3
+    /// stream is reset.
+    RejectRequest,
+    /// `DROP_HEADER`: the header is removed before filters and routing see it.
+    DropHeader,
 }
 
 impl HttpConnectionManager {

@@ -100,9 +100,9 @@ pub struct VirtualHost {
 pub struct Route {
     /// `name` (empty when not given): the access log's `%ROUTE_NAME%`.
     pub name: String,
-    /// `match.prefix` / `match.path`.
+    /// `match.prefix` / `match.path` / `match.path_separated_prefix`.
     pub matcher: RouteMatch,
-    /// `match.case_sensitive` (default true): whether `prefix` / `path` compare case-sensitively.
+    /// `match.case_sensitive` (default true): whether the path matcher compares case-sensitively.
     pub case_sensitive: bool,
     /// `match.headers`: every one must match.
     pub headers: Vec<HeaderMatcher>,
@@ -114,6 +114,9 @@ pub struct Route {
 pub enum RouteMatch {
     Prefix(String),
     Path(String),
+    /// `path_separated_prefix`: the path (without its query) equals it, or continues with `/`
+    /// after it. Has no `?` or `#`, does not end with `/`.
+    PathSeparatedPrefix(String),
 }
 
 /// Envoy's `HeaderMatcher` as it evaluates it: the request's values of `name` (several joined
@@ -227,6 +230,10 @@ pub struct RouteTarget {
     pub timeout: Option<Duration>,
     pub prefix_rewrite: Option<String>,
     pub retry_policy: Option<RetryPolicy>,
+    /// `upgrade_configs`: per upgrade type (as written, e.g. `websocket`), whether this route
+    /// enables (`enabled`, default true) or disables it. An entry here overrides the
+    /// connection manager's `upgrade_configs` for that type (matched case-insensitively).
+    pub upgrades: Vec<(String, bool)>,
 }
 
 /// A route's `retry_policy`.

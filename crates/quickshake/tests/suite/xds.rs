@@ -127,13 +127,19 @@ fn resources(w: &Want, a_port: u16, b_port: u16) -> Value {
 
 /// GET https://localhost:port/ with curl (-k): the `x-route` header of a 200, or what failed.
 fn get(port: u16) -> Result<String, String> {
+    get_path(port, "/")
+}
+
+/// GET https://localhost:`port``path` with curl (-k): the `x-route` header of a 200, or what
+/// failed.
+pub(crate) fn get_path(port: u16, path: &str) -> Result<String, String> {
     let out = curl(&[
         "-k",
         "-o",
         "/dev/null",
         "-D",
         "-",
-        &format!("https://localhost:{port}/"),
+        &format!("https://localhost:{port}{path}"),
     ]);
     let head = String::from_utf8_lossy(&out.stdout).to_string();
     if !out.status.success()
@@ -201,7 +207,8 @@ fn assert_no_errors(scene: &Scene, report: &Value) {
     );
 }
 
-fn serial_of(cert: &str) -> String {
+/// The serial number of `testdata/certs/<cert>.cert.pem`, in lower-case hex.
+pub(crate) fn serial_of(cert: &str) -> String {
     let pem = std::fs::read(certs_dir().join(format!("{cert}.cert.pem"))).expect("test cert");
     let x = boring::x509::X509::from_pem(&pem).expect("PEM certificate");
     let bn = x.serial_number().to_bn().expect("serial");

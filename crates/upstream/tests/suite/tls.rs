@@ -227,3 +227,56 @@ async fn handshake_timeout() {
         Some(0)
     );
 }
+
+/// `match_typed_subject_alt_names`: the upstream's certificate (rsa2048: `DNS:localhost`,
+/// `IP:127.0.0.1`) must have a SAN a matcher matches, after the chain is verified (Envoy's
+/// `DefaultCertValidator`); no SNI, so the hostname check is not what refuses.
+#[tokio::test]
+async fn san_matchers_accept_a_matching_peer_and_refuse_others() {
+    use quickshake_config::{SanMatcher, SanType, StringMatch, StringMatcher};
+    let (a, seen) = upstream(Kind::TlsH1).await;
+    let store = Store::new();
+    let san = |t: SanType, kind: StringMatch| SanMatcher {
+        san_type: t,
+        matcher: StringMatcher {
+            kind,
+            ignore_case: false,
+        },
+    };
+    let spec = |matchers: Vec<SanMatcher>| UpstreamTlsSpec {
+        trusted_ca_pem: Some(read_cert("rsa2048.cert.pem")),
+        san_matchers: matchers,
+        ..Default::default()
+    };
+    let good = spec(vec![
+        san(SanType::Dns, StringMatch::Exact("envoy-gateway".into())),
+        san(SanType::IpAddress, StringMatch::Exact("127.0.0.1".into())),
+    ]);
+    let bad = spec(vec![
+        san(SanType::Dns, StringMatch::Exact("envoy-gateway".into())),
+        // The right name, the wrong type.
+        san(SanType::Uri, StringMatch::Exact("localhost".into())),
+    ]);
+    let cm = ClusterManager::new(
+        vec![tls_spec("good", a, good), tls_spec("bad", a, bad)],
+        &store,
+    )
+    .expect("manager");
+    let (status, _) = fetch(&cm.cluster("good").expect("cluster"), "/")
+        .await
+        .expect("a matching SAN is accepted");
+    assert_eq!(status, 200);
+    let err = fetch(&cm.cluster("bad").expect("cluster"), "/")
+        .await
+        .expect_err("no matching SAN: refused");
+    assert!(matches!(err, UpstreamError::Tls(_)), "{err:?}");
+    assert!(
+        err.to_string().contains("application verification failure"),
+        "{err}"
+    );
+    assert_eq!(
+        store.counter_value("cluster.bad.upstream_cx_connect_fail"),
+        Some(1)
+    );
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 1);
+}

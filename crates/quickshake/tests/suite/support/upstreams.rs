@@ -145,6 +145,8 @@ pub struct HttpOpts {
     pub no_keep_alive: bool,
     /// HTTP/1.1: close a kept-alive connection idle this long (hyper's header read timeout).
     pub idle_close: Option<Duration>,
+    /// Extra response headers (e.g. `server`), on every answer of the JSON echo.
+    pub headers: Vec<(&'static str, &'static str)>,
 }
 
 impl HttpOpts {
@@ -421,6 +423,9 @@ async fn echo(
     let h = resp.headers_mut();
     h.insert("content-type", HeaderValue::from_static("application/json"));
     h.insert("x-upstream-n", HeaderValue::from(n));
+    for (name, value) in &opts.headers {
+        h.insert(*name, HeaderValue::from_static(value));
+    }
     Ok(resp)
 }
 
