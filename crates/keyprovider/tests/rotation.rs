@@ -48,13 +48,16 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// A `quickshake.batching` provider on the software engine for `name`'s key file.
+/// A `quickshake.batching` provider on the software engine for `name`'s key file, with
+/// per-worker queues: the thread-local map whose cleanup this file checks (shared queues live
+/// in the provider and go with it).
 fn provider(name: &str, poll_delay_ms: u64) -> PrivateKeyProvider {
     let key = certs_dir().join(format!("{name}.key.pem"));
     let typed = json!({
         "private_key": { "filename": key.display().to_string() },
         "engine": "software",
         "batching": "adaptive",
+        "queues": "per_worker",
         "poll_delay": format!("{}s", poll_delay_ms as f64 / 1000.0),
     });
     batching_provider(typed, false)
