@@ -164,10 +164,6 @@ impl Queues {
         &self.provider
     }
 
-    pub fn batching(&self) -> Batching {
-        self.batching
-    }
-
     pub fn mode(&self) -> BatchingMode {
         self.batching.mode
     }
