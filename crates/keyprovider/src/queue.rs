@@ -57,10 +57,11 @@ struct Slot {
     wake: Arc<Notify>,
 }
 
-/// A batch taken from a queue, with the instant its chosen wait began (if it waited).
+/// A batch taken from a queue, with the wait it chose, if it waited: from when, and until when
+/// at most (the budget's end it was aiming at).
 struct Taken {
     ops: Vec<PendingOp>,
-    waited_from: Option<Instant>,
+    waited: Option<(Instant, Instant)>,
 }
 
 impl Slot {
@@ -80,8 +81,9 @@ impl Slot {
         op: PendingOp,
         budget: Option<Duration>,
         now: Instant,
-    ) -> (PushOutcome<PendingOp>, Option<Instant>) {
+    ) -> (PushOutcome<PendingOp>, Option<(Instant, Instant)>) {
         let waiting = self.waiting_since;
+        let chosen = waiting.zip(self.wait_end);
         self.rate.arrival(now, waiting.is_some());
         if waiting.is_some() {
             // The waiting flush decides again with this arrival.
@@ -99,16 +101,16 @@ impl Slot {
         let outcome = self.queue.push(op);
         if matches!(outcome, PushOutcome::Full(_)) {
             self.taken(now);
-            return (outcome, waiting);
+            return (outcome, chosen);
         }
         (outcome, None)
     }
 
     fn flush(&mut self, generation: u64, now: Instant) -> Option<Taken> {
         let ops = self.queue.flush(generation)?;
-        let waited_from = self.waiting_since;
+        let waited = self.waiting_since.zip(self.wait_end);
         self.taken(now);
-        Some(Taken { ops, waited_from })
+        Some(Taken { ops, waited })
     }
 
     /// The batch being filled was taken: its wait, if any, is over.
@@ -206,9 +208,9 @@ impl Queues {
     pub fn submit(self: &Arc<Self>, op: PendingOp) {
         let class = op.kind.class();
         let budget = self.budget();
-        let (outcome, waited_from) = self.with_slot(class, |s| s.push(op, budget, now()));
+        let (outcome, waited) = self.with_slot(class, |s| s.push(op, budget, now()));
         match outcome {
-            PushOutcome::Full(ops) => self.dispatch(class, Taken { ops, waited_from }),
+            PushOutcome::Full(ops) => self.dispatch(class, Taken { ops, waited }),
             PushOutcome::Queued => {}
             PushOutcome::Arm { generation } => self.arm_flush(class, generation),
         }
@@ -344,6 +346,11 @@ impl Queues {
 
     /// Hand a batch to the provider, after counting each operation's wait for it, and, in
     /// budget mode, the wait the batch chose against its handshake's budget.
+    ///
+    /// The chosen wait ends when the batch is taken or at the end it aimed at, whichever is
+    /// first: a flush that runs after that end ran late because the worker had other work
+    /// ready (a batch computing, handshakes being served), time an inline key spends the same
+    /// way; `batch_delay_ms` records the whole time queued, lateness included.
     fn dispatch(&self, class: OpClass, taken: Taken) {
         let t = now();
         let stats = self.provider.stats();
@@ -352,8 +359,8 @@ impl Queues {
             let queued = t.saturating_duration_since(op.enqueued);
             stats.batch_delay_ms.record(queued.as_secs_f64() * 1000.0);
             let Some(budget) = budget else { continue };
-            let chosen = taken.waited_from.map_or(Duration::ZERO, |from| {
-                t.saturating_duration_since(from.max(op.enqueued))
+            let chosen = taken.waited.map_or(Duration::ZERO, |(from, end)| {
+                t.min(end).saturating_duration_since(from.max(op.enqueued))
             });
             if op.handshake.add(chosen) > budget {
                 stats.budget_exceeded.inc();
