@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use boring::rsa::Padding;
 use quickshake_keyprovider::engine::software::SoftwareEngine;
 use quickshake_keyprovider::engine::{Capabilities, EcdsaLane, Engine, LaneResult, RsaLane};
 use quickshake_keyprovider::op::{HandshakeWait, OpKind, PendingOp};
@@ -16,7 +15,10 @@ use quickshake_keyprovider::timer::Timer;
 use quickshake_keyprovider::{Batching, BatchingMode, ProviderKey, QueueScope};
 use quickshake_stats::Store;
 use quickshake_test_support::fault::{FaultEngine, FaultPlan};
-use quickshake_test_support::paths::certs_dir;
+
+#[path = "common/keys.rs"]
+mod keys;
+use keys::{boring_raw, input};
 
 const BUDGET: Duration = Duration::from_millis(2);
 
@@ -85,32 +87,7 @@ fn budget(scope: QueueScope) -> Batching {
 }
 
 fn key() -> Arc<ProviderKey> {
-    let path = certs_dir().join("rsa2048.key.pem");
-    let pem = std::fs::read(&path).expect("committed test key");
-    ProviderKey::from_pem(&pem, "test", &path.display().to_string()).expect("valid key")
-}
-
-/// A block below the modulus, different for each `seed`.
-fn input(k: &ProviderKey, seed: usize) -> Vec<u8> {
-    let mut v: Vec<u8> = (0..k.rsa_len())
-        .map(|i| ((i * 131 + seed * 17 + 3) % 251) as u8)
-        .collect();
-    v[0] = 0;
-    v[1] = (seed % 256) as u8;
-    v[2] = (seed / 256 % 256) as u8;
-    v
-}
-
-fn boring_raw(k: &ProviderKey, data: &[u8]) -> Vec<u8> {
-    let rsa = k
-        .rsa
-        .as_ref()
-        .and_then(|r| r.native.clone())
-        .expect("native");
-    let mut out = vec![0u8; rsa.size() as usize];
-    rsa.private_decrypt(data, &mut out, Padding::NONE)
-        .expect("BoringSSL raw op");
-    out
+    keys::key("rsa2048")
 }
 
 fn histogram(store: &Store, name: &str) -> (u64, f64, f64) {

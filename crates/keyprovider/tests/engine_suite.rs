@@ -5,45 +5,19 @@
 
 use std::sync::Arc;
 
-use boring::rsa::Padding;
 use quickshake_keyprovider::engine::mbmath::MbMathEngine;
 use quickshake_keyprovider::engine::software::SoftwareEngine;
 use quickshake_keyprovider::engine::{EcdsaLane, Engine, LaneError, RsaLane};
 use quickshake_keyprovider::ProviderKey;
 use quickshake_mbmath::BackendKind;
 use quickshake_test_support::fault::{FaultEngine, FaultPlan};
-use quickshake_test_support::paths::certs_dir;
 use quickshake_test_support::skip;
 
 mod common;
 use common::engines;
-
-fn key(name: &str) -> Arc<ProviderKey> {
-    let path = certs_dir().join(format!("{name}.key.pem"));
-    let pem = std::fs::read(&path).expect("committed test key");
-    ProviderKey::from_pem(&pem, "test", &path.display().to_string()).expect("valid key")
-}
-
-/// Deterministic input below the modulus, different per lane.
-fn input(k: &ProviderKey, seed: usize) -> Vec<u8> {
-    let mut v: Vec<u8> = (0..k.rsa_len())
-        .map(|i| ((i * 131 + seed * 17 + 3) % 251) as u8)
-        .collect();
-    v[0] = 0;
-    v
-}
-
-fn boring_raw(k: &ProviderKey, data: &[u8]) -> Vec<u8> {
-    let rsa = k
-        .rsa
-        .as_ref()
-        .and_then(|r| r.native.clone())
-        .expect("native");
-    let mut out = vec![0u8; rsa.size() as usize];
-    rsa.private_decrypt(data, &mut out, Padding::NONE)
-        .expect("BoringSSL raw op");
-    out
-}
+#[path = "common/keys.rs"]
+mod keys;
+use keys::{boring_raw, input, key};
 
 #[test]
 fn rsa_lanes_match_boringssl_on_every_engine() {
