@@ -44,12 +44,28 @@ const ROOTS: &[&str] = &[
     "envoy.extensions.upstreams.tcp.v3.TcpProtocolOptions",
     "envoy.extensions.load_balancing_policies.round_robin.v3.RoundRobin",
     "envoy.extensions.load_balancing_policies.least_request.v3.LeastRequest",
+    // Envoy Gateway's retry policies name it; a GRPCRoute adds the gRPC-Web filter.
+    "envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate",
+    "envoy.extensions.filters.http.grpc_web.v3.GrpcWeb",
+    // Envoy Gateway's FQDN backends: `cluster_type` `envoy.cluster.dns`.
+    "envoy.extensions.clusters.dns.v3.DnsCluster",
+    // The HTTP filters istiod always emits, their per-route configurations, and its
+    // connection managers' request-id extension.
+    "envoy.extensions.filters.http.grpc_stats.v3.FilterConfig",
+    "envoy.extensions.filters.http.cors.v3.Cors",
+    "envoy.extensions.filters.http.cors.v3.CorsPolicy",
+    "envoy.extensions.filters.http.fault.v3.HTTPFault",
+    "envoy.extensions.request_id.uuid.v3.UuidRequestIdConfig",
     // Tracer providers in an HCM's `tracing` (accepted with no effect: Istio's and Envoy
     // Gateway's defaults name one), so that its `typed_config` decodes.
     "envoy.config.trace.v3.ZipkinConfig",
     "envoy.config.trace.v3.OpenTelemetryConfig",
     "google.protobuf.Struct",
     "google.protobuf.Duration",
+    // Istio's own HTTP filters in every gateway listener istiod sends (accepted with no
+    // effect); their descriptors come from `descriptors/istio.bin`.
+    "istio.envoy.config.filter.http.alpn.v2alpha1.FilterConfig",
+    "stats.PluginConfig",
 ];
 
 fn main() {
@@ -58,11 +74,22 @@ fn main() {
     let bin = manifest.join("descriptors/envoy-types.bin");
     let bytes =
         std::fs::read(&bin).unwrap_or_else(|e| panic!("cannot read {}: {e}", bin.display()));
-    let set = FileDescriptorSet::decode(bytes.as_slice()).expect("envoy-types' descriptor set");
+    let mut set = FileDescriptorSet::decode(bytes.as_slice()).expect("envoy-types' descriptor set");
+    // Istio's filter configurations (istio.io/api; written by tests/istio-harness
+    // -write-descriptors), after Envoy's files, whose google/protobuf ones they import.
+    let istio = manifest.join("descriptors/istio.bin");
+    let istio_bytes =
+        std::fs::read(&istio).unwrap_or_else(|e| panic!("cannot read {}: {e}", istio.display()));
+    set.file.extend(
+        FileDescriptorSet::decode(istio_bytes.as_slice())
+            .expect("Istio's descriptor set")
+            .file,
+    );
     let pruned = prune(set);
     std::fs::write(out.join("envoy_types.bin"), pruned.encode_to_vec())
         .expect("cannot write the descriptor set");
     println!("cargo:rerun-if-changed={}", bin.display());
+    println!("cargo:rerun-if-changed={}", istio.display());
     println!("cargo:rerun-if-changed=build.rs");
 }
 

@@ -401,7 +401,8 @@ fn operator(name: &str, args: Option<&str>) -> std::result::Result<Operator, For
         "UPSTREAM_LOCAL_ADDRESS" => O::UpstreamLocalAddress,
         "UPSTREAM_LOCAL_ADDRESS_WITHOUT_PORT" => O::UpstreamLocalAddressWithoutPort,
         "UPSTREAM_LOCAL_PORT" => O::UpstreamLocalPort,
-        "UPSTREAM_CLUSTER" => O::UpstreamCluster,
+        // quickshake shows the cluster's name for both (it does not apply `alt_stat_name`).
+        "UPSTREAM_CLUSTER" | "UPSTREAM_CLUSTER_RAW" => O::UpstreamCluster,
         "ROUTE_NAME" => O::RouteName,
         "DOWNSTREAM_REMOTE_ADDRESS" => O::DownstreamRemoteAddress,
         "DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT" => O::DownstreamRemoteAddressWithoutPort,

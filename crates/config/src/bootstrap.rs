@@ -239,16 +239,7 @@ fn bootstrap_extension(node: &Node<'_>, ignored: &mut Vec<String>) -> Result<()>
         "type.googleapis.com/envoy.extensions.bootstrap.internal_listener.v3.InternalListener";
     let o = node.obj(&["name", "typed_config"])?;
     let tc = o.req("typed_config")?;
-    let url = tc.type_url()?;
-    let inner = if url.ends_with("/udpa.type.v1.TypedStruct")
-        || url.ends_with("/xds.type.v3.TypedStruct")
-    {
-        let to = tc.obj(&["@type", "type_url", "value"])?;
-        to.req("type_url")?.as_str()?
-    } else {
-        url
-    };
-    if inner.rsplit('/').next() != INTERNAL.rsplit('/').next() {
+    if Some(tc.config_type()?) != INTERNAL.rsplit('/').next() {
         return Err(tc.unsupported(Some(
             "the only bootstrap extension is envoy.bootstrap.internal_listener",
         )));

@@ -9,8 +9,8 @@ use crate::duration::duration;
 use crate::endpoint::{endpoint_address, load_assignment, Addresses};
 use crate::lb_policy::load_balancing_policy;
 use crate::model::{
-    CircuitBreakers, Cluster, ClusterDiscovery, DnsLookupFamily, Endpoint, LbPolicy,
-    UpstreamProtocol, UpstreamTls,
+    CircuitBreakers, Cluster, ClusterDiscovery, ConnectionReuse, DnsLookupFamily, Endpoint,
+    Http2Options, LbPolicy, UpstreamProtocol, UpstreamTls,
 };
 use crate::tls::upstream_tls_context;
 use crate::walk::{join, Node, Obj, Result};
@@ -101,9 +101,10 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
             "dns_lookup_family",
             "per_connection_buffer_limit_bytes",
             "ignore_health_on_host_removal",
+            "filters",
+            "cluster_type",
         ],
         &[
-            "cluster_type",
             "upstream_http_protocol_options",
             "common_http_protocol_options",
             "http_protocol_options",
@@ -125,7 +126,6 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
             "round_robin_lb_config",
             "protocol_selection",
             "close_connections_on_host_health_failure",
-            "filters",
             "lrs_server",
             "lrs_report_endpoint_metrics",
             "track_timeout_budgets",
@@ -140,6 +140,9 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
     o.opt_str("alt_stat_name")?;
     if let Some(m) = o.get("metadata") {
         crate::no_effect::metadata(&m)?;
+    }
+    if let Some(f) = o.get("filters") {
+        crate::istio::cluster_filters(&f)?;
     }
     let dns_lookup_family = o
         .get("dns_lookup_family")
@@ -159,7 +162,17 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
         .map(|n| n.as_u64_in(0, u64::from(u32::MAX)).map(|v| v as u32))
         .transpose()?;
     let ignore_health_on_host_removal = o.bool_or_false("ignore_health_on_host_removal")?;
+    let dns_cluster = o.get("cluster_type").map(|c| dns_cluster(&c)).transpose()?;
+    if let (Some(_), Some(t)) = (&dns_cluster, o.get("type")) {
+        return Err(t.err("only one of type, cluster_type may be set"));
+    }
+    let dns_lookup_family = match &dns_cluster {
+        Some(d) => d.lookup_family.or(dns_lookup_family),
+        None => dns_lookup_family,
+    };
     let discovery = match o.get("type") {
+        None if dns_cluster.as_ref().is_some_and(|d| d.logical) => ClusterDiscovery::LogicalDns,
+        None if dns_cluster.is_some() => ClusterDiscovery::StrictDns,
         None => ClusterDiscovery::Static,
         Some(t) => match t.as_str()? {
             "STATIC" => ClusterDiscovery::Static,
@@ -189,7 +202,11 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
         }
         None => DEFAULT_CONNECT_TIMEOUT,
     };
-    let dns_refresh_rate = match o.get("dns_refresh_rate") {
+    let dns_refresh_rate = match dns_cluster
+        .as_ref()
+        .and_then(|d| d.refresh_rate.clone())
+        .or_else(|| o.get("dns_refresh_rate"))
+    {
         Some(d) => {
             let v = duration(&d)?;
             if v < Duration::from_millis(1) {
@@ -258,7 +275,8 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
         .get("transport_socket")
         .map(|t| transport_socket(&t))
         .transpose()?;
-    let protocol = protocol(&o)?;
+    let (protocol, http2) = protocol(&o)?;
+    let connection_reuse = connection_reuse(&o)?;
     let health_check = match o.get("health_checks") {
         Some(h) => crate::health::health_checks(&h)?,
         None => None,
@@ -283,12 +301,51 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
         circuit_breakers,
         upstream_tls,
         protocol,
+        http2,
         health_check,
         outlier_detection,
         healthy_panic_threshold,
         dns_lookup_family,
         per_connection_buffer_limit_bytes,
         ignore_health_on_host_removal,
+        connection_reuse,
+    })
+}
+
+/// `HttpProtocolOptions.common_http_protocol_options` (in `typed_extension_protocol_options`,
+/// already checked by [`protocol`]): `idle_timeout` (`0s`: none) and
+/// `max_requests_per_connection` (at least 1), as Istio's DestinationRule `connectionPool.http`
+/// `idleTimeout` and `maxRequestsPerConnection` render.
+fn connection_reuse(o: &Obj<'_>) -> Result<ConnectionReuse> {
+    let common = o
+        .get("typed_extension_protocol_options")
+        .and_then(|t| t.any_obj().ok()?.get(HTTP_PROTOCOL_OPTIONS))
+        .and_then(|h| h.any_obj().ok()?.get("common_http_protocol_options"));
+    let Some(common) = common else {
+        return Ok(ConnectionReuse::default());
+    };
+    let c = common.obj_with(
+        &["idle_timeout", "max_requests_per_connection"],
+        &[
+            "max_connection_duration",
+            "max_headers_count",
+            "max_response_headers_kb",
+            "max_stream_duration",
+            "headers_with_underscores_action",
+        ],
+    )?;
+    let idle_timeout = c
+        .get("idle_timeout")
+        .map(|n| crate::duration::duration(&n))
+        .transpose()?
+        .filter(|d| !d.is_zero());
+    let max_requests = match c.get("max_requests_per_connection") {
+        None => None,
+        Some(n) => Some(n.unwrapped()?.as_u64_in(1, u64::from(u32::MAX))? as u32),
+    };
+    Ok(ConnectionReuse {
+        idle_timeout,
+        max_requests,
     })
 }
 
@@ -449,12 +506,9 @@ fn transport_socket(node: &Node<'_>) -> Result<UpstreamTls> {
 
 /// `typed_extension_protocol_options` (`HttpProtocolOptions.explicit_http_config`) or the legacy
 /// cluster field `http2_protocol_options`.
-fn protocol(o: &Obj<'_>) -> Result<UpstreamProtocol> {
+fn protocol(o: &Obj<'_>) -> Result<(UpstreamProtocol, Http2Options)> {
     let legacy = match o.get("http2_protocol_options") {
-        Some(h2) => {
-            http2_options(&h2)?;
-            Some(UpstreamProtocol::Http2)
-        }
+        Some(h2) => Some((UpstreamProtocol::Http2, http2_options(&h2)?)),
         None => None,
     };
     let Some(teo) = o.get("typed_extension_protocol_options") else {
@@ -475,9 +529,8 @@ fn protocol(o: &Obj<'_>) -> Result<UpstreamProtocol> {
     }
     let t = hpo.typed(
         HTTP_PROTOCOL_OPTIONS_TYPE,
-        &["explicit_http_config"],
+        &["explicit_http_config", "common_http_protocol_options"],
         &[
-            "common_http_protocol_options",
             "upstream_http_protocol_options",
             "use_downstream_protocol_config",
             "auto_config",
@@ -497,12 +550,12 @@ fn protocol(o: &Obj<'_>) -> Result<UpstreamProtocol> {
         ["http_protocol_options"] => {
             eo.req("http_protocol_options")?
                 .obj_with(&[], HTTP1_OPTIONS)?;
-            Ok(UpstreamProtocol::Http1)
+            Ok((UpstreamProtocol::Http1, Http2Options::default()))
         }
-        ["http2_protocol_options"] => {
-            http2_options(&eo.req("http2_protocol_options")?)?;
-            Ok(UpstreamProtocol::Http2)
-        }
+        ["http2_protocol_options"] => Ok((
+            UpstreamProtocol::Http2,
+            http2_options(&eo.req("http2_protocol_options")?)?,
+        )),
         ["http3_protocol_options"] => Err(eo
             .req("http3_protocol_options")?
             .unsupported(Some("HTTP/3"))),
@@ -516,11 +569,33 @@ fn protocol(o: &Obj<'_>) -> Result<UpstreamProtocol> {
     }
 }
 
-/// `Http2ProtocolOptions`: `connection_keepalive` (PING `interval` / `timeout`, as Envoy
-/// Gateway renders for its xDS cluster) is accepted and has no effect yet; the rest are not
-/// supported.
-fn http2_options(node: &Node<'_>) -> Result<()> {
-    let o = node.obj_with(&["connection_keepalive"], HTTP2_OPTIONS)?;
+/// `Http2ProtocolOptions`: the flow-control windows the upstream connection advertises
+/// (`initial_stream_window_size`, `initial_connection_window_size`, as Envoy Gateway sets for
+/// gRPC backends); `connection_keepalive` (PING `interval` / `timeout`, as Envoy Gateway renders
+/// for its xDS cluster) is accepted and has no effect yet; the rest are not supported.
+fn http2_options(node: &Node<'_>) -> Result<Http2Options> {
+    const WINDOWS: [&str; 2] = [
+        "initial_stream_window_size",
+        "initial_connection_window_size",
+    ];
+    let o = node.obj_with(
+        &["connection_keepalive", WINDOWS[0], WINDOWS[1]],
+        &HTTP2_OPTIONS
+            .iter()
+            .copied()
+            .filter(|k| !WINDOWS.contains(k))
+            .collect::<Vec<_>>(),
+    )?;
+    let window = |key: &str| {
+        o.get(key)
+            .map(|n| n.as_u64_in(65_535, 2_147_483_647).map(|v| v as u32))
+            .transpose()
+    };
+    let windows = Http2Options {
+        max_concurrent_streams: None,
+        initial_stream_window_size: window(WINDOWS[0])?,
+        initial_connection_window_size: window(WINDOWS[1])?,
+    };
     if let Some(k) = o.get("connection_keepalive") {
         let ko = k.obj(&[
             "interval",
@@ -537,7 +612,7 @@ fn http2_options(node: &Node<'_>) -> Result<()> {
             j.obj(&["value"])?;
         }
     }
-    Ok(())
+    Ok(windows)
 }
 
 /// The names of the configured clusters, for checking references.
@@ -550,4 +625,60 @@ pub(crate) fn cluster_ref(node: &Node<'_>, names: &ClusterNames) -> Result<Strin
         return Err(node.err(format!("unknown cluster '{name}'")));
     }
     Ok(name.to_owned())
+}
+
+/// The `cluster_type` extension `envoy.cluster.dns` (`DnsCluster`), Envoy's newer form of
+/// STRICT_DNS / LOGICAL_DNS (Envoy Gateway renders FQDN backends with it).
+struct DnsClusterType<'a> {
+    /// `all_addresses_in_single_endpoint`: LOGICAL_DNS.
+    logical: bool,
+    refresh_rate: Option<Node<'a>>,
+    lookup_family: Option<DnsLookupFamily>,
+}
+
+fn dns_cluster<'a>(node: &Node<'a>) -> Result<DnsClusterType<'a>> {
+    const DNS_CLUSTER: &str = "envoy.extensions.clusters.dns.v3.DnsCluster";
+    let o = node.obj(&["name", "typed_config"])?;
+    let tc = o.req("typed_config")?;
+    let name = o.opt_str("name")?.unwrap_or("envoy.cluster.dns");
+    if name != "envoy.cluster.dns" && tc.type_url()?.rsplit('/').next() != Some(DNS_CLUSTER) {
+        return Err(node.unsupported(Some(&format!(
+            "cluster type {name} (supported: envoy.cluster.dns)"
+        ))));
+    }
+    let d = tc.typed(
+        &format!("type.googleapis.com/{DNS_CLUSTER}"),
+        &[
+            "dns_refresh_rate",
+            "dns_lookup_family",
+            "respect_dns_ttl",
+            "all_addresses_in_single_endpoint",
+        ],
+        &[
+            "dns_failure_refresh_rate",
+            "dns_jitter",
+            "typed_dns_resolver_config",
+            "dns_min_refresh_rate",
+        ],
+    )?;
+    // The system resolver quickshake uses gives no TTL: refreshes stay at dns_refresh_rate.
+    d.opt_bool("respect_dns_ttl")?;
+    let lookup_family = d
+        .get("dns_lookup_family")
+        .map(|f| {
+            f.enum_index(&["UNSPECIFIED", "AUTO", "V4_ONLY", "V6_ONLY", "V4_PREFERRED", "ALL"])
+                .map(|i| match i {
+                    0 | 1 => DnsLookupFamily::Auto,
+                    2 => DnsLookupFamily::V4Only,
+                    3 => DnsLookupFamily::V6Only,
+                    4 => DnsLookupFamily::V4Preferred,
+                    _ => DnsLookupFamily::All,
+                })
+        })
+        .transpose()?;
+    Ok(DnsClusterType {
+        logical: d.bool_or_false("all_addresses_in_single_endpoint")?,
+        refresh_rate: d.get("dns_refresh_rate"),
+        lookup_family,
+    })
 }

@@ -225,9 +225,9 @@ pub(crate) fn outlier_detection(node: &Node<'_>) -> Result<OutlierDetection> {
             "consecutive_gateway_failure",
             "enforcing_consecutive_gateway_failure",
             "max_ejection_time",
+            "enforcing_success_rate",
         ],
         &[
-            "enforcing_success_rate",
             "success_rate_minimum_hosts",
             "success_rate_request_volume",
             "success_rate_stdev_factor",
@@ -268,6 +268,14 @@ pub(crate) fn outlier_detection(node: &Node<'_>) -> Result<OutlierDetection> {
             Some(_) => positive(&o, key),
         }
     };
+    // Success-rate ejection is a detector quickshake does not have: `enforcing_success_rate: 0`
+    // (Istio sets it on every cluster with outlier detection) turns it off, which is exact;
+    // any other value stays refused.
+    if num("enforcing_success_rate", 0, 100)? != 0 {
+        return Err(o.req("enforcing_success_rate")?.unsupported(Some(
+            "success-rate ejection is not implemented; only 0 (off) is accepted",
+        )));
+    }
     let u32max = u64::from(u32::MAX);
     Ok(OutlierDetection {
         consecutive_5xx: num("consecutive_5xx", d.consecutive_5xx, u32max)?,

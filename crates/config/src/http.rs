@@ -8,8 +8,9 @@ use crate::config_source::config_source;
 use crate::duration::duration;
 use crate::http_filter::http_filters;
 use crate::model::{
-    CodecType, EscapedSlashesAction, HeadersWithUnderscoresAction, Http2Options,
-    HttpConnectionManager, PathNormalization, RouteSource, ServerHeaderTransformation,
+    ClientCertDetails, CodecType, EscapedSlashesAction, ForwardClientCert,
+    HeadersWithUnderscoresAction, Http1Options, Http2Options, HttpConnectionManager,
+    PathNormalization, RouteSource, ServerHeaderTransformation,
 };
 use crate::route::route_config;
 use crate::walk::{Node, Obj, Result};
@@ -47,10 +48,13 @@ pub(crate) fn http_connection_manager(
             "http2_protocol_options",
             "proxy_100_continue",
             "stream_idle_timeout",
+            "forward_client_cert_details",
+            "set_current_client_cert_details",
+            "request_id_extension",
+            "http_protocol_options",
         ],
         &[
             "scoped_routes",
-            "http_protocol_options",
             "scheme_header_transformation",
             "request_timeout",
             "request_headers_timeout",
@@ -64,10 +68,7 @@ pub(crate) fn http_connection_manager(
             "via",
             "preserve_external_request_id",
             "always_set_request_id_in_response",
-            "forward_client_cert_details",
-            "set_current_client_cert_details",
             "represent_ipv4_remote_address_as_ipv4_mapped_ipv6",
-            "request_id_extension",
             "local_reply_config",
             "strip_matching_host_port",
             "strip_any_host_port",
@@ -126,6 +127,9 @@ pub(crate) fn http_connection_manager(
         }
     }
     let stat_prefix = o.req("stat_prefix")?.non_empty_str()?.to_owned();
+    if let Some(r) = o.get("request_id_extension") {
+        request_id_extension(&r)?;
+    }
     if let Some(t) = o.get("tracing") {
         crate::no_effect::hcm_tracing(&t)?;
     }
@@ -230,6 +234,101 @@ pub(crate) fn http_connection_manager(
             Some(d) => Some(duration(&d)?).filter(|d| !d.is_zero()),
             None => Some(DEFAULT_STREAM_IDLE_TIMEOUT),
         },
+        forward_client_cert: forward_client_cert(&o)?,
+        http1: o
+            .get("http_protocol_options")
+            .map(|n| http1_options(&n))
+            .transpose()?
+            .unwrap_or_default(),
+    })
+}
+
+/// `forward_client_cert_details` and `set_current_client_cert_details`.
+fn forward_client_cert(o: &Obj<'_>) -> Result<ForwardClientCert> {
+    let mut details = ClientCertDetails::default();
+    if let Some(d) = o.get("set_current_client_cert_details") {
+        let d = d.obj(&["subject", "cert", "chain", "dns", "uri"])?;
+        details = ClientCertDetails {
+            subject: d.bool_or_false("subject")?,
+            cert: d.bool_or_false("cert")?,
+            chain: d.bool_or_false("chain")?,
+            uri: d.bool_or_false("uri")?,
+            dns: d.bool_or_false("dns")?,
+        };
+    }
+    Ok(match o.get("forward_client_cert_details") {
+        None => ForwardClientCert::Sanitize,
+        Some(m) => match m.enum_index(&[
+            "SANITIZE",
+            "FORWARD_ONLY",
+            "APPEND_FORWARD",
+            "SANITIZE_SET",
+            "ALWAYS_FORWARD_ONLY",
+        ])? {
+            0 => ForwardClientCert::Sanitize,
+            1 => ForwardClientCert::ForwardOnly,
+            2 => ForwardClientCert::AppendForward(details),
+            3 => ForwardClientCert::SanitizeSet(details),
+            _ => ForwardClientCert::AlwaysForwardOnly,
+        },
+    })
+}
+
+/// `request_id_extension`: Envoy's UUID extension, the only one there is. Its two settings
+/// concern tracing, which quickshake does not do.
+fn request_id_extension(node: &Node<'_>) -> Result<()> {
+    const UUID: &str =
+        "type.googleapis.com/envoy.extensions.request_id.uuid.v3.UuidRequestIdConfig";
+    let o = node.obj(&["typed_config"])?;
+    let tc = o.req("typed_config")?;
+    let u = tc.typed(
+        UUID,
+        &["pack_trace_reason", "use_request_id_for_trace_sampling"],
+        &[],
+    )?;
+    u.opt_bool("pack_trace_reason")?;
+    u.opt_bool("use_request_id_for_trace_sampling")?;
+    Ok(())
+}
+
+/// The connection manager's `http_protocol_options` (`Http1ProtocolOptions`).
+fn http1_options(node: &Node<'_>) -> Result<Http1Options> {
+    let o = node.obj_with(
+        &[
+            "accept_http_10",
+            "default_host_for_http_10",
+            "allow_absolute_url",
+            "use_balsa_parser",
+        ],
+        &[
+            "header_key_format",
+            "enable_trailers",
+            "allow_chunked_length",
+            "override_stream_error_on_invalid_http_message",
+            "send_fully_qualified_url",
+            "allow_custom_methods",
+            "ignore_http_11_upgrade",
+        ],
+    )?;
+    if let Some(a) = o.get("allow_absolute_url") {
+        if !a.as_bool()? {
+            return Err(a.unsupported(Some("allow_absolute_url: false")));
+        }
+    }
+    o.opt_bool("use_balsa_parser")?;
+    let default_host_for_http_10 = match o.get("default_host_for_http_10") {
+        None => None,
+        Some(h) => {
+            let v = h.as_str()?;
+            if v.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+                return Err(h.err(format!("invalid host \"{}\"", v.escape_debug())));
+            }
+            Some(v.to_owned()).filter(|v| !v.is_empty())
+        }
+    };
+    Ok(Http1Options {
+        accept_http_10: o.bool_or_false("accept_http_10")?,
+        default_host_for_http_10,
     })
 }
 

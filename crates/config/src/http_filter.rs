@@ -4,6 +4,7 @@
 //! `name` when it has no `typed_config`.
 
 use crate::duration::duration;
+use crate::filter_config::{self, CORS, FAULT, GRPC_STATS};
 use crate::matcher::header_matcher;
 use crate::model::{CompressionLibrary, CompressorFilter, HealthCheckFilter, HttpFilter};
 use crate::walk::{Node, Obj, Result};
@@ -14,8 +15,10 @@ const COMPRESSOR: &str = "envoy.extensions.filters.http.compressor.v3.Compressor
 const GZIP: &str = "envoy.extensions.compression.gzip.compressor.v3.Gzip";
 const BROTLI: &str = "envoy.extensions.compression.brotli.compressor.v3.Brotli";
 const ZSTD: &str = "envoy.extensions.compression.zstd.compressor.v3.Zstd";
-const SUPPORTED: &str =
-    "envoy.filters.http.router, envoy.filters.http.health_check, envoy.filters.http.compressor";
+const GRPC_WEB: &str = "envoy.extensions.filters.http.grpc_web.v3.GrpcWeb";
+const SUPPORTED: &str = "envoy.filters.http.router, envoy.filters.http.health_check, \
+     envoy.filters.http.compressor, envoy.filters.http.cors, envoy.filters.http.fault, \
+     envoy.filters.http.grpc_stats, envoy.filters.http.grpc_web";
 
 /// Envoy's default `common_config.content_type` list.
 const DEFAULT_CONTENT_TYPES: &[&str] = &[
@@ -54,6 +57,8 @@ pub(crate) struct RouterSettings {
 enum Filter {
     Router(RouterSettings),
     Other(HttpFilter),
+    /// One of Istio's own filters, accepted with no effect (crate::istio).
+    NoEffect,
 }
 
 /// `http_filters[]`: the filters before the router, in order, and the router's settings. The
@@ -68,6 +73,7 @@ pub(crate) fn http_filters(list: &[Node<'_>]) -> Result<(Vec<HttpFilter>, Router
         match http_filter(f)? {
             Filter::Other(filter) => out.push(filter),
             Filter::Router(settings) => router = Some((f.path.clone(), settings)),
+            Filter::NoEffect => {}
         }
     }
     Ok((out, router.map(|(_, s)| s).unwrap_or_default()))
@@ -85,6 +91,11 @@ fn http_filter(node: &Node<'_>) -> Result<Filter> {
     let tc = o
         .get("typed_config")
         .filter(|tc| !tc.v.as_object().is_some_and(|m| m.is_empty()));
+    if let Some(tc) = &tc {
+        if crate::istio::http_filter(tc)? {
+            return Ok(Filter::NoEffect);
+        }
+    }
     let kind = match &tc {
         Some(tc) => {
             let t = tc.type_url()?;
@@ -95,6 +106,11 @@ fn http_filter(node: &Node<'_>) -> Result<Filter> {
             "envoy.filters.http.health_check" | "envoy.filters.http.compressor" => {
                 return Err(o.missing("typed_config"))
             }
+            // Envoy takes these by name with their empty configuration.
+            "envoy.filters.http.cors" => CORS,
+            "envoy.filters.http.fault" => FAULT,
+            "envoy.filters.http.grpc_stats" => GRPC_STATS,
+            "envoy.filters.http.grpc_web" => GRPC_WEB,
             other => {
                 return Err(name_node.err(format!(
                     "unknown HTTP filter \"{other}\" (supported: {SUPPORTED})"
@@ -125,6 +141,33 @@ fn http_filter(node: &Node<'_>) -> Result<Filter> {
         }
         (HEALTH_CHECK, Some(tc)) => Ok(Filter::Other(HttpFilter::HealthCheck(health_check(&tc)?))),
         (COMPRESSOR, Some(tc)) => Ok(Filter::Other(HttpFilter::Compressor(compressor(&tc)?))),
+        (CORS, Some(tc)) => {
+            filter_config::cors_filter(&tc)?;
+            Ok(Filter::Other(HttpFilter::Cors {
+                name: name.to_owned(),
+            }))
+        }
+        (FAULT, Some(tc)) => Ok(Filter::Other(HttpFilter::Fault {
+            name: name.to_owned(),
+            config: filter_config::fault(&tc)?,
+        })),
+        (GRPC_STATS, Some(tc)) => Ok(Filter::Other(HttpFilter::GrpcStats(
+            filter_config::grpc_stats(&tc)?,
+        ))),
+        (CORS, None) => Ok(Filter::Other(HttpFilter::Cors {
+            name: name.to_owned(),
+        })),
+        (FAULT, None) => Ok(Filter::Other(HttpFilter::Fault {
+            name: name.to_owned(),
+            config: Default::default(),
+        })),
+        (GRPC_STATS, None) => Ok(Filter::Other(HttpFilter::GrpcStats(Default::default()))),
+        (GRPC_WEB, tc) => {
+            if let Some(tc) = tc {
+                tc.typed(&url(GRPC_WEB), &[], &[])?;
+            }
+            Ok(Filter::Other(HttpFilter::GrpcWeb))
+        }
         (other, Some(tc)) => Err(crate::ConfigError::invalid(
             tc.path.clone() + ".@type",
             format!("unknown HTTP filter type {other} (supported: {SUPPORTED})"),

@@ -25,10 +25,12 @@ mod dump;
 mod duration;
 mod endpoint;
 mod error;
+mod filter_config;
 mod header_mutation;
 mod health;
 mod http;
 mod http_filter;
+mod istio;
 mod lb_policy;
 mod limits;
 mod listener;
@@ -42,6 +44,7 @@ pub use sds::{
     load_sds_session_ticket_keys, load_sds_tls_certificate, load_sds_trusted_ca, secret_resource,
     SecretKind,
 };
+mod rewrite;
 mod route;
 mod source;
 mod static_secrets;

@@ -241,15 +241,17 @@ fn listener_filter(node: &Node<'_>) -> Result<ListenerFilter> {
         "envoy.filters.listener.tls_inspector" | "envoy.listener.tls_inspector" => {
             if let Some(tc) = o.get("typed_config") {
                 if !empty_typed_config(&tc) {
-                    tc.typed(
+                    let t = tc.typed(
                         TLS_INSPECTOR_TYPE,
-                        &[],
-                        &[
-                            "enable_ja3_fingerprinting",
-                            "enable_ja4_fingerprinting",
-                            "initial_read_buffer_size",
-                        ],
+                        &["initial_read_buffer_size"],
+                        &["enable_ja3_fingerprinting", "enable_ja4_fingerprinting"],
                     )?;
+                    // Only the size of the inspector's first read (Istio sets 512): quickshake
+                    // reads until the ClientHello record is whole, whatever it is. Checked
+                    // against Envoy's bounds (256 to 65536), then not needed.
+                    if let Some(n) = t.get("initial_read_buffer_size") {
+                        n.unwrapped()?.as_u64_in(256, 65536)?;
+                    }
                 }
             }
             Ok(ListenerFilter::TlsInspector)
@@ -441,14 +443,13 @@ fn network_filters(
 fn tcp_proxy(node: &Node<'_>, clusters: &ClusterNames) -> Result<TcpProxy> {
     let o = node.typed(
         TCP_PROXY_TYPE,
-        &["stat_prefix", "cluster", "idle_timeout"],
+        &["stat_prefix", "cluster", "idle_timeout", "access_log"],
         &[
             "weighted_clusters",
             "on_demand",
             "metadata_match",
             "downstream_idle_timeout",
             "upstream_idle_timeout",
-            "access_log",
             "max_connect_attempts",
             "backoff_options",
             "hash_policy",
@@ -470,10 +471,15 @@ fn tcp_proxy(node: &Node<'_>, clusters: &ClusterNames) -> Result<TcpProxy> {
         Some(d) => Some(duration(&d)?).filter(|d| !d.is_zero()),
         None => Some(DEFAULT_TCP_IDLE_TIMEOUT),
     };
+    let mut access_logs = Vec::new();
+    for a in o.items("access_log") {
+        access_logs.push(crate::access_log::access_log(&a)?);
+    }
     Ok(TcpProxy {
         path: node.path.clone(),
         stat_prefix,
         cluster,
         idle_timeout,
+        access_logs,
     })
 }

@@ -2,7 +2,7 @@
 //! `ignore_case`) and `HeaderMatcher` (`string_match`, `present_match`, `range_match`,
 //! `invert_match`, `treat_missing_header_as_empty` and the legacy `*_match` forms).
 
-use crate::model::{HeaderMatcher, HeaderRule, StringMatch, StringMatcher};
+use crate::model::{HeaderMatcher, HeaderRule, QueryParameterMatcher, StringMatch, StringMatcher};
 use crate::walk::{Node, Obj, Result};
 
 const STRING_KINDS: [&str; 5] = ["exact", "prefix", "suffix", "contains", "safe_regex"];
@@ -134,4 +134,21 @@ pub(crate) fn header_matcher(node: &Node<'_>) -> Result<HeaderMatcher> {
         invert_match: o.bool_or_false("invert_match")?,
         treat_missing_header_as_empty: o.bool_or_false("treat_missing_header_as_empty")?,
     })
+}
+
+/// A route's `match.query_parameters[]` entry: `name` and one of `string_match`,
+/// `present_match: true`.
+pub(crate) fn query_parameter_matcher(node: &Node<'_>) -> Result<QueryParameterMatcher> {
+    let o = node.obj(&["name", "string_match", "present_match"])?;
+    let name = o.req("name")?.non_empty_str()?.to_owned();
+    let value = match (o.get("string_match"), o.opt_bool("present_match")?) {
+        (Some(m), None) => Some(string_matcher(&m)?),
+        (None, Some(true)) => None,
+        (None, Some(false)) => return Err(node.err("present_match: false matches nothing")),
+        (None, None) => return Err(node.err("needs string_match or present_match")),
+        (Some(_), Some(_)) => {
+            return Err(node.err("only one of string_match, present_match may be set"))
+        }
+    };
+    Ok(QueryParameterMatcher { name, value })
 }

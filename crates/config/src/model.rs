@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod access_log;
+mod filter_config;
 mod health;
 mod http;
 mod limits;
@@ -17,6 +18,7 @@ mod route;
 mod san;
 mod xds;
 pub use access_log::*;
+pub use filter_config::*;
 pub use health::*;
 pub use http::*;
 pub use limits::*;
@@ -253,6 +255,8 @@ pub struct TcpProxy {
     pub cluster: String,
     /// `idle_timeout`: Envoy's default 1h when absent; `"0s"` = no idle timeout (`None`).
     pub idle_timeout: Option<Duration>,
+    /// `access_log[]`: one line a connection, when it closes (as Envoy's `tcp_proxy` writes).
+    pub access_logs: Vec<AccessLog>,
 }
 
 #[derive(Debug, Clone)]
@@ -432,6 +436,9 @@ pub struct Cluster {
     /// `transport_socket` `envoy.transport_sockets.tls` with an `UpstreamTlsContext`.
     pub upstream_tls: Option<UpstreamTls>,
     pub protocol: UpstreamProtocol,
+    /// HTTP/2's `initial_stream_window_size` and `initial_connection_window_size` (the rest
+    /// of `Http2Options` is not taken for clusters).
+    pub http2: Http2Options,
     /// `health_checks[0]` (one at most).
     pub health_check: Option<HealthCheck>,
     pub outlier_detection: Option<OutlierDetection>,
@@ -444,6 +451,19 @@ pub struct Cluster {
     pub per_connection_buffer_limit_bytes: Option<u32>,
     /// `ignore_health_on_host_removal` (default false).
     pub ignore_health_on_host_removal: bool,
+    /// `HttpProtocolOptions.common_http_protocol_options` `idle_timeout` and
+    /// `max_requests_per_connection`.
+    pub connection_reuse: ConnectionReuse,
+}
+
+/// How long and how often an upstream connection is reused (Envoy's upstream
+/// `common_http_protocol_options`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnectionReuse {
+    /// `idle_timeout`: a connection idle this long is closed (`None`: not set, or `0s`).
+    pub idle_timeout: Option<Duration>,
+    /// `max_requests_per_connection`: a connection takes at most this many requests.
+    pub max_requests: Option<u32>,
 }
 
 /// `Cluster.DnsLookupFamily`: which of a name's addresses a DNS cluster uses.

@@ -7,14 +7,19 @@ use std::time::Duration;
 
 use crate::cluster::{cluster_ref, ClusterNames};
 use crate::duration::duration;
+use crate::filter_config::{cors_policy, per_filter_configs};
 use crate::header_mutation::{header_mutations, FIELDS};
 use crate::matcher::header_matcher;
 use crate::model::{
-    HeaderMatcher, Redirect, RetryPolicy, Route, RouteAction, RouteConfig, RouteMatch, RouteTarget,
-    VirtualHost,
+    HeaderMatcher, Redirect, RequireTls, RetryPolicy, Route, RouteAction, RouteConfig, RouteMatch,
+    RouteTarget, VirtualHost, WeightedCluster,
 };
 use crate::walk::{Node, Result};
 
+/// The `@type` of the `previous_hosts` retry host predicate.
+const PREVIOUS_HOSTS: &str = "envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate";
+/// Envoy's default `max_direct_response_body_size_bytes`.
+const DEFAULT_MAX_DIRECT_RESPONSE_BODY: u64 = 4096;
 /// Envoy's default route timeout.
 const DEFAULT_ROUTE_TIMEOUT: Duration = Duration::from_secs(15);
 /// The `retry_on` conditions for HTTP that Envoy knows.
@@ -31,7 +36,8 @@ const RETRY_ON: &[&str] = &[
     "retriable-headers",
     "http3-post-connect-failure",
 ];
-/// gRPC `retry_on` conditions (not implemented).
+/// gRPC `retry_on` conditions: the response's `grpc-status` (in its headers, as a
+/// trailers-only response carries it).
 const GRPC_RETRY_ON: &[&str] = &[
     "cancelled",
     "deadline-exceeded",
@@ -54,6 +60,8 @@ pub(crate) fn route_config(
             "virtual_hosts",
             "validate_clusters",
             "ignore_port_in_host_matching",
+            "max_direct_response_body_size_bytes",
+            "typed_per_filter_config",
             FIELDS[0],
             FIELDS[1],
             FIELDS[2],
@@ -63,11 +71,9 @@ pub(crate) fn route_config(
             "vhds",
             "internal_only_headers",
             "most_specific_header_mutations_wins",
-            "max_direct_response_body_size_bytes",
             "cluster_specifier_plugins",
             "request_mirror_policies",
             "ignore_path_parameters_in_path_matching",
-            "typed_per_filter_config",
             "metadata",
         ],
     )?;
@@ -75,11 +81,15 @@ pub(crate) fn route_config(
     let validate_clusters = o.opt_bool("validate_clusters")?.unwrap_or(validate_default);
     let ignore_port_in_host_matching = o.bool_or_false("ignore_port_in_host_matching")?;
     let clusters = clusters.filter(|_| validate_clusters);
+    let max_body = match o.get("max_direct_response_body_size_bytes") {
+        Some(n) => n.as_u64()?,
+        None => DEFAULT_MAX_DIRECT_RESPONSE_BODY,
+    };
     let mut hosts = Vec::new();
     // lowercased domain -> path of the virtual host that has it
     let mut domains: HashMap<String, String> = HashMap::new();
     for v in o.items("virtual_hosts") {
-        let host = virtual_host(&v, clusters)?;
+        let host = virtual_host(&v, clusters, max_body)?;
         let dn = v.path.clone() + ".domains";
         for (i, d) in host.domains.iter().enumerate() {
             if let Some(first) = domains.insert(d.to_ascii_lowercase(), v.path.clone()) {
@@ -97,23 +107,35 @@ pub(crate) fn route_config(
         validate_clusters,
         ignore_port_in_host_matching,
         mutations: header_mutations(&o)?,
+        per_filter: per_filter_configs(&o)?,
     })
 }
 
-fn virtual_host(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<VirtualHost> {
+fn virtual_host(
+    node: &Node<'_>,
+    clusters: Option<&ClusterNames>,
+    max_body: u64,
+) -> Result<VirtualHost> {
     let o = node.obj_with(
         &[
-            "name", "domains", "routes", "metadata", FIELDS[0], FIELDS[1], FIELDS[2], FIELDS[3],
-        ],
-        &[
-            "matcher",
+            "name",
+            "domains",
+            "routes",
+            "metadata",
             "require_tls",
-            "virtual_clusters",
-            "rate_limits",
             "cors",
             "typed_per_filter_config",
             "include_request_attempt_count",
             "include_attempt_count_in_response",
+            FIELDS[0],
+            FIELDS[1],
+            FIELDS[2],
+            FIELDS[3],
+        ],
+        &[
+            "matcher",
+            "virtual_clusters",
+            "rate_limits",
             "retry_policy",
             "retry_policy_typed_config",
             "hedge_policy",
@@ -133,17 +155,30 @@ fn virtual_host(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Virt
     }
     let mut routes = Vec::new();
     for r in o.items("routes") {
-        routes.push(route(&r, clusters)?);
+        routes.push(route(&r, clusters, max_body)?);
     }
+    let require_tls = match o.get("require_tls") {
+        None => RequireTls::None,
+        Some(t) => match t.enum_index(&["NONE", "EXTERNAL_ONLY", "ALL"])? {
+            0 => RequireTls::None,
+            1 => RequireTls::ExternalOnly,
+            _ => RequireTls::All,
+        },
+    };
     Ok(VirtualHost {
         name,
         domains,
         routes,
         mutations: header_mutations(&o)?,
+        per_filter: per_filter_configs(&o)?,
+        cors: o.get("cors").map(|c| cors_policy(&c, false)).transpose()?,
+        require_tls,
+        include_request_attempt_count: o.bool_or_false("include_request_attempt_count")?,
+        include_attempt_count_in_response: o.bool_or_false("include_attempt_count_in_response")?,
     })
 }
 
-fn route(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Route> {
+fn route(node: &Node<'_>, clusters: Option<&ClusterNames>, max_body: u64) -> Result<Route> {
     const ACTIONS: [&str; 3] = ["direct_response", "route", "redirect"];
     let o = node.obj_with(
         &[
@@ -154,6 +189,7 @@ fn route(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Route> {
             "redirect",
             "metadata",
             "decorator",
+            "typed_per_filter_config",
             FIELDS[0],
             FIELDS[1],
             FIELDS[2],
@@ -162,7 +198,6 @@ fn route(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Route> {
         &[
             "filter_action",
             "non_forwarding_action",
-            "typed_per_filter_config",
             "tracing",
             "per_request_buffer_limit_bytes",
             "stat_prefix",
@@ -175,9 +210,16 @@ fn route(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Route> {
     if let Some(d) = o.get("decorator") {
         crate::no_effect::decorator(&d)?;
     }
-    let (matcher, case_sensitive, headers) = route_match(&o.req("match")?)?;
+    let m = o.req("match")?;
+    let (matcher, case_sensitive, headers) = route_match(&m)?;
+    let query_parameters = m
+        .any_obj()?
+        .items("query_parameters")
+        .iter()
+        .map(crate::matcher::query_parameter_matcher)
+        .collect::<Result<Vec<_>>>()?;
     let action = match o.present(&ACTIONS).as_slice() {
-        ["direct_response"] => direct_response(&o.req("direct_response")?)?,
+        ["direct_response"] => direct_response(&o.req("direct_response")?, max_body)?,
         ["route"] => RouteAction::Route(route_target(&o.req("route")?, clusters)?),
         ["redirect"] => RouteAction::Redirect(redirect(&o.req("redirect")?)?),
         [] => return Err(node.err("needs one of direct_response, route, redirect")),
@@ -188,13 +230,25 @@ fn route(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Route> {
             )))
         }
     };
+    let cors = o
+        .get("route")
+        .and_then(|r| {
+            r.v.get("cors")
+                .map(|c| Node::new(c, r.path.clone() + ".cors"))
+        })
+        .filter(|c| !c.v.is_null())
+        .map(|c| cors_policy(&c, false))
+        .transpose()?;
     Ok(Route {
         name,
         matcher,
         case_sensitive,
         headers,
+        query_parameters,
         action,
         mutations: header_mutations(&o)?,
+        per_filter: per_filter_configs(&o)?,
+        cors,
     })
 }
 
@@ -208,13 +262,13 @@ fn route_match(node: &Node<'_>) -> Result<(RouteMatch, bool, Vec<HeaderMatcher>)
             "path_separated_prefix",
             "case_sensitive",
             "headers",
+            "query_parameters",
         ],
         &[
             "safe_regex",
             "connect_matcher",
             "path_match_policy",
             "runtime_fraction",
-            "query_parameters",
             "grpc",
             "tls_context",
             "dynamic_metadata",
@@ -263,7 +317,9 @@ fn path_separated_prefix(node: &Node<'_>) -> Result<String> {
     Ok(p.to_owned())
 }
 
-fn direct_response(node: &Node<'_>) -> Result<RouteAction> {
+/// A route's `direct_response`: the body may be at most the route configuration's
+/// `max_direct_response_body_size_bytes` (Envoy's default 4096).
+fn direct_response(node: &Node<'_>, max_body: u64) -> Result<RouteAction> {
     let o = node.obj(&["status", "body"])?;
     let status_node = o.req("status")?;
     let status = u16::try_from(status_node.as_u64_in(100, 599)?)
@@ -275,7 +331,16 @@ fn direct_response(node: &Node<'_>) -> Result<RouteAction> {
                 &["inline_string"],
                 &["filename", "inline_bytes", "environment_variable"],
             )?;
-            Some(bo.req("inline_string")?.as_str()?.to_owned())
+            let s = bo.req("inline_string")?;
+            let text = s.as_str()?;
+            if text.len() as u64 > max_body {
+                return Err(s.err(format!(
+                    "response body size is {} bytes; maximum is {max_body} \
+                     (max_direct_response_body_size_bytes)",
+                    text.len()
+                )));
+            }
+            Some(text.to_owned())
         }
     };
     Ok(RouteAction::DirectResponse { status, body })
@@ -290,32 +355,32 @@ fn route_target(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Rout
             "prefix_rewrite",
             "retry_policy",
             "upgrade_configs",
+            "cors",
+            "max_grpc_timeout",
+            "grpc_timeout_offset",
+            "regex_rewrite",
+            "host_rewrite_literal",
+            "append_x_forwarded_host",
+            "idle_timeout",
+            "request_mirror_policies",
+            "cluster_not_found_response_code",
+            "weighted_clusters",
         ],
         &[
             "cluster_header",
-            "weighted_clusters",
             "cluster_specifier_plugin",
             "inline_cluster_specifier_plugin",
-            "cluster_not_found_response_code",
             "metadata_match",
-            "regex_rewrite",
             "path_rewrite_policy",
-            "host_rewrite_literal",
             "host_rewrite_header",
             "auto_host_rewrite",
             "host_rewrite_path_regex",
-            "append_x_forwarded_host",
-            "idle_timeout",
             "early_data_policy",
             "retry_policy_typed_config",
-            "request_mirror_policies",
             "priority",
             "rate_limits",
             "include_vh_rate_limits",
             "hash_policy",
-            "cors",
-            "max_grpc_timeout",
-            "grpc_timeout_offset",
             "internal_redirect_policy",
             "internal_redirect_action",
             "max_internal_redirects",
@@ -323,16 +388,31 @@ fn route_target(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Rout
             "max_stream_duration",
         ],
     )?;
-    let c = o.req("cluster")?;
-    let cluster = match clusters {
-        Some(names) => cluster_ref(&c, names)?,
-        None => c.non_empty_str()?.to_owned(),
+    let weighted = match (o.get("cluster"), o.get("weighted_clusters")) {
+        (Some(_), Some(w)) => return Err(w.err("only one of cluster, weighted_clusters may be set")),
+        (None, None) => return Err(o.missing("cluster")),
+        (_, w) => w.map(|w| weighted_clusters(&w, clusters)).transpose()?.unwrap_or_default(),
+    };
+    let cluster = match (o.get("cluster"), weighted.first()) {
+        (Some(c), _) => match clusters {
+            Some(names) => cluster_ref(&c, names)?,
+            None => c.non_empty_str()?.to_owned(),
+        },
+        (None, Some(w)) => w.name.clone(),
+        (None, None) => return Err(o.missing("cluster")),
     };
     let timeout = match o.get("timeout") {
         Some(t) => Some(duration(&t)?).filter(|d| !d.is_zero()),
         None => Some(DEFAULT_ROUTE_TIMEOUT),
     };
     let prefix_rewrite = o.opt_str("prefix_rewrite")?.map(str::to_owned);
+    let regex_rewrite = o
+        .get("regex_rewrite")
+        .map(|r| crate::rewrite::regex_rewrite(&r))
+        .transpose()?;
+    if prefix_rewrite.is_some() && regex_rewrite.is_some() {
+        return Err(node.err("only one of prefix_rewrite, regex_rewrite may be set"));
+    }
     let retry_policy = o
         .get("retry_policy")
         .map(|r| retry_policy(&r))
@@ -351,6 +431,25 @@ fn route_target(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Rout
         prefix_rewrite,
         retry_policy,
         upgrades,
+        max_grpc_timeout: o
+            .get("max_grpc_timeout")
+            .map(|d| duration(&d))
+            .transpose()?,
+        grpc_timeout_offset: o
+            .get("grpc_timeout_offset")
+            .map(|d| duration(&d))
+            .transpose()?,
+        regex_rewrite,
+        host_rewrite_literal: o.opt_str("host_rewrite_literal")?.map(str::to_owned),
+        append_x_forwarded_host: o.bool_or_false("append_x_forwarded_host")?,
+        idle_timeout: o.get("idle_timeout").map(|d| duration(&d)).transpose()?,
+        mirrors: crate::rewrite::mirror_policies(&o, clusters)?,
+        weighted,
+        cluster_not_found_status: match o.get("cluster_not_found_response_code") {
+            Some(c) => [503, 404, 500]
+                [c.enum_index(&["SERVICE_UNAVAILABLE", "NOT_FOUND", "INTERNAL_SERVER_ERROR"])?],
+            None => 503,
+        },
     })
 }
 
@@ -400,14 +499,14 @@ fn retry_policy(node: &Node<'_>) -> Result<RetryPolicy> {
             "num_retries",
             "per_try_timeout",
             "retriable_status_codes",
+            "retry_host_predicate",
+            "host_selection_retry_max_attempts",
+            "retry_back_off",
         ],
         &[
             "per_try_idle_timeout",
             "retry_priority",
-            "retry_host_predicate",
             "retry_options_predicates",
-            "host_selection_retry_max_attempts",
-            "retry_back_off",
             "rate_limited_retry_back_off",
             "retriable_headers",
             "retriable_request_headers",
@@ -419,13 +518,11 @@ fn retry_policy(node: &Node<'_>) -> Result<RetryPolicy> {
             if cond.is_empty() {
                 continue;
             }
-            if GRPC_RETRY_ON.contains(&cond) {
-                return Err(r.unsupported(Some("gRPC retry conditions")));
-            }
-            if !RETRY_ON.contains(&cond) {
+            if !RETRY_ON.contains(&cond) && !GRPC_RETRY_ON.contains(&cond) {
                 return Err(r.err(format!(
-                    "unknown retry condition \"{cond}\" (known: {})",
-                    RETRY_ON.join(", ")
+                    "unknown retry condition \"{cond}\" (known: {}, {})",
+                    RETRY_ON.join(", "),
+                    GRPC_RETRY_ON.join(", ")
                 )));
             }
             if !retry_on.iter().any(|c| c == cond) {
@@ -446,30 +543,145 @@ fn retry_policy(node: &Node<'_>) -> Result<RetryPolicy> {
     for c in o.items("retriable_status_codes") {
         retriable_status_codes.push(c.as_u64_in(100, 599)? as u16);
     }
+    let mut previous_hosts = false;
+    for p in o.items("retry_host_predicate") {
+        let po = p.obj(&["name", "typed_config"])?;
+        let name = po.opt_str("name")?.unwrap_or_default();
+        let kind = match po.get("typed_config") {
+            Some(tc) => {
+                let t = tc.type_url()?;
+                tc.obj(&["@type"])?;
+                t.rsplit('/').next().unwrap_or(t).to_owned()
+            }
+            None => name.to_owned(),
+        };
+        match kind.as_str() {
+            PREVIOUS_HOSTS | "envoy.retry_host_predicates.previous_hosts" => previous_hosts = true,
+            other => {
+                return Err(p.unsupported(Some(&format!(
+                    "retry host predicate {other} (supported: envoy.retry_host_predicates.previous_hosts)"
+                ))))
+            }
+        }
+    }
+    let host_selection_retry_max_attempts = match o.get("host_selection_retry_max_attempts") {
+        Some(n) => u32::try_from(n.as_u64()?).map_err(|_| n.err("out of range"))?,
+        None => 1,
+    };
+    let back_off = o
+        .get("retry_back_off")
+        .map(|b| retry_back_off(&b))
+        .transpose()?;
     Ok(RetryPolicy {
         retry_on,
         num_retries,
         per_try_timeout,
         retriable_status_codes,
+        previous_hosts,
+        host_selection_retry_max_attempts,
+        back_off,
     })
+}
+
+/// `weighted_clusters` `{clusters[] {name, weight, request/response header mutations,
+/// metadata}, total_weight}`: at least one cluster with a weight; `total_weight`, when given,
+/// the sum (as Envoy checks).
+fn weighted_clusters(node: &Node<'_>, names: Option<&ClusterNames>) -> Result<Vec<WeightedCluster>> {
+    let o = node.obj_with(
+        &["clusters", "total_weight"],
+        &["runtime_key_prefix", "header_name", "random_value_specifier", "use_hash_policy"],
+    )?;
+    let mut out = Vec::new();
+    for c in o.items("clusters") {
+        let co = c.obj_with(
+            &[
+                "name",
+                "weight",
+                "request_headers_to_add",
+                "request_headers_to_remove",
+                "response_headers_to_add",
+                "response_headers_to_remove",
+                "metadata",
+            ],
+            &["cluster_header", "typed_per_filter_config", "host_rewrite_literal"],
+        )?;
+        if let Some(m) = co.get("metadata") {
+            crate::no_effect::metadata(&m)?;
+        }
+        let n = co.req("name")?;
+        let name = match names {
+            Some(names) => cluster_ref(&n, names)?,
+            None => n.non_empty_str()?.to_owned(),
+        };
+        let weight = match co.get("weight") {
+            Some(w) => u32::try_from(w.as_u64()?).map_err(|_| w.err("out of range"))?,
+            None => 0,
+        };
+        out.push(WeightedCluster {
+            name,
+            weight,
+            mutations: header_mutations(&co)?,
+        });
+    }
+    if out.is_empty() {
+        return Err(node.err("needs at least one cluster"));
+    }
+    let sum: u64 = out.iter().map(|c| u64::from(c.weight)).sum();
+    if sum == 0 {
+        return Err(node.err("the clusters' weights add up to 0"));
+    }
+    if let Some(t) = o.get("total_weight") {
+        if t.as_u64()? != sum {
+            return Err(t.err(format!("must equal the sum of the weights, {sum}")));
+        }
+    }
+    Ok(out)
+}
+
+/// `retry_back_off`: `base_interval` (required, at least 1 ms) and `max_interval` (default ten
+/// times the base, not below it), as Envoy validates them.
+fn retry_back_off(node: &Node<'_>) -> Result<(Duration, Duration)> {
+    let o = node.obj(&["base_interval", "max_interval"])?;
+    let b = o.req("base_interval")?;
+    let base = duration(&b)?;
+    if base < Duration::from_millis(1) {
+        return Err(b.err("must be at least 1ms"));
+    }
+    let max = match o.get("max_interval") {
+        Some(m) => {
+            let max = duration(&m)?;
+            if max < base {
+                return Err(m.err("must not be less than base_interval"));
+            }
+            max
+        }
+        None => base * 10,
+    };
+    Ok((base, max))
 }
 
 fn redirect(node: &Node<'_>) -> Result<Redirect> {
     let o = node.obj_with(
         &[
             "https_redirect",
-            "host_redirect",
-            "path_redirect",
-            "response_code",
-        ],
-        &[
             "scheme_redirect",
+            "host_redirect",
             "port_redirect",
+            "path_redirect",
             "prefix_rewrite",
             "regex_rewrite",
             "strip_query",
+            "response_code",
         ],
+        &[],
     )?;
+    if o.present(&["https_redirect", "scheme_redirect"]).len() > 1 {
+        return Err(node.err("only one of https_redirect, scheme_redirect may be set"));
+    }
+    let paths = ["path_redirect", "prefix_rewrite", "regex_rewrite"];
+    if o.present(&paths).len() > 1 {
+        return Err(node.err(format!("only one of {} may be set", paths.join(", "))));
+    }
     let header_value = |key: &str| -> Result<Option<String>> {
         let Some(n) = o.get(key) else { return Ok(None) };
         let s = n.non_empty_str()?;
@@ -511,10 +723,22 @@ fn redirect(node: &Node<'_>) -> Result<Redirect> {
             })?
         }
     };
+    let port_redirect = match o.get("port_redirect") {
+        Some(p) => Some(p.as_u64_in(0, 65535)?).filter(|p| *p != 0),
+        None => None,
+    };
     Ok(Redirect {
         https_redirect: o.bool_or_false("https_redirect")?,
+        scheme_redirect: header_value("scheme_redirect")?.map(|s| s.to_ascii_lowercase()),
         host_redirect,
+        port_redirect: port_redirect.map(|p| p as u32),
         path_redirect,
+        prefix_rewrite: o.opt_str("prefix_rewrite")?.map(str::to_owned),
+        regex_rewrite: o
+            .get("regex_rewrite")
+            .map(|r| crate::rewrite::regex_rewrite(&r))
+            .transpose()?,
+        strip_query: o.bool_or_false("strip_query")?,
         response_code,
     })
 }

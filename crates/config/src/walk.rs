@@ -242,6 +242,32 @@ impl<'a> Node<'a> {
         at.non_empty_str()
     }
 
+    /// The message type a `typed_config` configures (the part of its type URL after the last
+    /// `/`): its `@type`, or for a `TypedStruct` (`udpa.type.v1`, `xds.type.v3`) the `type_url`
+    /// inside, whose `value` must be a mapping.
+    pub fn config_type(&self) -> Result<&'a str> {
+        let t = self.type_url()?;
+        let t = t.rsplit('/').next().unwrap_or(t);
+        if t != "udpa.type.v1.TypedStruct" && t != "xds.type.v3.TypedStruct" {
+            return Ok(t);
+        }
+        let o = self.obj(&["@type", "type_url", "value"])?;
+        if let Some(v) = o.get("value") {
+            v.any_obj()?;
+        }
+        let inner = o.req("type_url")?.non_empty_str()?;
+        Ok(inner.rsplit('/').next().unwrap_or(inner))
+    }
+
+    /// A wrapper message (`google.protobuf.UInt32Value` and the like) in either JSON form:
+    /// `{value: X}` or X itself.
+    pub fn unwrapped(&self) -> Result<Node<'a>> {
+        match self.v {
+            Value::Object(_) => self.obj(&["value"])?.req("value"),
+            _ => Ok(Node::new(self.v, self.path.clone())),
+        }
+    }
+
     pub fn check_type_url(&self, expected: &str) -> Result<()> {
         let map = self
             .v

@@ -100,7 +100,8 @@ fn proxy_config_parses() {
             https_redirect: true,
             host_redirect: None,
             path_redirect: None,
-            response_code: 301
+            response_code: 301,
+            ..
         })
     ));
     let routes = &h.virtual_hosts()[1].routes;
@@ -122,8 +123,20 @@ fn proxy_config_parses() {
                 num_retries: 3,
                 per_try_timeout: Some(Duration::from_secs(2)),
                 retriable_status_codes: vec![503, 504],
+                previous_hosts: false,
+                host_selection_retry_max_attempts: 1,
+                back_off: None,
             }),
             upgrades: Vec::new(),
+            max_grpc_timeout: None,
+            grpc_timeout_offset: None,
+            regex_rewrite: None,
+            host_rewrite_literal: None,
+            append_x_forwarded_host: false,
+            idle_timeout: None,
+            mirrors: Vec::new(),
+            cluster_not_found_status: 503,
+            weighted: Vec::new(),
         }
     );
     let RouteAction::Redirect(old) = &routes[1].action else {

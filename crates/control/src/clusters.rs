@@ -108,6 +108,10 @@ pub(crate) fn spec(c: &Cluster) -> Result<ClusterSpec, ServerError> {
             UpstreamProtocol::Http1 => Protocol::Http1,
             UpstreamProtocol::Http2 => Protocol::Http2,
         },
+        http2_windows: (
+            c.http2.initial_stream_window_size,
+            c.http2.initial_connection_window_size,
+        ),
         health_check: c.health_check.as_ref().map(health_check_spec),
         outlier: c.outlier_detection.as_ref().map(outlier_spec),
         healthy_panic_threshold: c.healthy_panic_threshold,
@@ -119,6 +123,8 @@ pub(crate) fn spec(c: &Cluster) -> Result<ClusterSpec, ServerError> {
             Some(DnsLookupFamily::V4Preferred) => DnsFamily::V4Preferred,
         },
         ignore_health_on_host_removal: c.ignore_health_on_host_removal,
+        idle_timeout: c.connection_reuse.idle_timeout,
+        max_requests_per_connection: c.connection_reuse.max_requests,
     })
 }
 

@@ -98,7 +98,7 @@ pub(crate) fn choose_compressor<'a>(
         .iter()
         .filter_map(|f| match f {
             HttpFilter::Compressor(c) => Some(c),
-            HttpFilter::HealthCheck(_) => None,
+            _ => None,
         })
         .collect();
     let first = *compressors.first()?;

@@ -1,12 +1,57 @@
 //! The connection manager's own header rules, as Envoy's codecs and connection manager apply
 //! them: request header names with underscores (`common_http_protocol_options`
 //! `headers_with_underscores_action`) and the response's `Server` header
-//! (`server_header_transformation` with `server_name`).
+//! (`server_header_transformation` with `server_name`); the `x-envoy-*` request headers a client
+//! may not set, and `x-envoy-external-address` (Envoy's `mutateRequestHeaders`).
 
 use http::{header, HeaderMap, Response};
 use quickshake_config::{HeadersWithUnderscoresAction, ServerHeaderTransformation};
 
 use crate::body::{error_response, Body};
+
+/// The `x-envoy-*` request headers Envoy's connection manager removes from every request that is
+/// not internal (`cleanInternalHeaders`).
+const INTERNAL_ONLY: [&str; 14] = [
+    "x-envoy-retriable-status-codes",
+    "x-envoy-retriable-header-names",
+    "x-envoy-retry-on",
+    "x-envoy-retry-grpc-on",
+    "x-envoy-max-retries",
+    "x-envoy-upstream-alt-stat-name",
+    "x-envoy-upstream-rq-timeout-ms",
+    "x-envoy-upstream-rq-per-try-timeout-ms",
+    "x-envoy-upstream-rq-timeout-alt-response",
+    "x-envoy-expected-rq-timeout-ms",
+    "x-envoy-force-trace",
+    "x-envoy-ip-tags",
+    "x-envoy-original-url",
+    "x-envoy-hedge-on-per-try-timeout",
+];
+/// Removed as well from an edge request (`use_remote_address`).
+const EDGE_ONLY: [&str; 3] = [
+    "x-envoy-decorator-operation",
+    "x-envoy-downstream-service-cluster",
+    "x-envoy-downstream-service-node",
+];
+
+/// Envoy's request header rules for where the request comes from, before routing. quickshake
+/// takes no client address as internal (Envoy's default `internal_address_config` since it
+/// became explicit), so every request is external: the internal-only `x-envoy-*` headers are
+/// removed; with `use_remote_address` (an edge request) the edge-only ones too, and
+/// `x-envoy-external-address` is set to the client's address.
+pub(crate) fn external_request(h: &mut HeaderMap, use_remote_address: bool, client_ip: &str) {
+    for name in INTERNAL_ONLY {
+        h.remove(name);
+    }
+    if use_remote_address {
+        for name in EDGE_ONLY {
+            h.remove(name);
+        }
+        if let Ok(v) = http::HeaderValue::from_str(client_ip) {
+            h.insert("x-envoy-external-address", v);
+        }
+    }
+}
 
 /// Set in a response's extensions when the request's stream must be reset instead of answered
 /// (an HTTP/2 request refused for a header name with an underscore, as Envoy's HTTP/2 codec

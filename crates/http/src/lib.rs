@@ -2,9 +2,11 @@
 //! it is handed: hyper serving HTTP/1.1 and HTTP/2 until done, idle or drained (`serve`), one
 //! request through the route table with direct responses and redirects (`request`), the
 //! per-chain runtime and its route table, installed inline or by RDS (`runtime`), the HTTP
-//! filters (health check, compressor: `filters`), forwarding to upstream clusters with retries
-//! and WebSocket upgrades (`proxy`, `upgrade`), and access logs (`access_log`, with its clock in
-//! `time`).
+//! filters (health check, compressor: `filters`; CORS: `cors`; fault injection: `fault`; gRPC
+//! stats: `grpc_stats`; run with `require_tls` between routing and the router in `decode`, with
+//! the per-route overrides in `per_filter`), forwarding to upstream clusters with retries
+//! and WebSocket upgrades (`proxy`, `upgrade`), `x-forwarded-client-cert` (`xfcc`), and
+//! access logs (`access_log`, with its clock in `time`).
 //!
 //! Its policy is pure and testable without sockets: route and virtual-host selection
 //! (`routing`), Envoy's path normalization (`path_normalize`), header mutation
@@ -18,19 +20,28 @@
 
 mod access_log;
 mod body;
+mod cors;
+mod decode;
 mod error;
+mod fault;
 mod filters;
+mod grpc_stats;
+mod grpc_web;
 mod header_mutation;
 mod header_policy;
+mod mirror;
 mod path_normalize;
+mod per_filter;
 mod proxy;
 mod request;
+mod rewrite;
 mod routing;
 mod runtime;
 mod serve;
 mod stream_idle;
 pub mod time;
 mod upgrade;
+mod xfcc;
 
 pub use access_log::{open_access_logs, AccessLogger, LogRecord};
 pub use body::{Body, RequestBody};
@@ -38,3 +49,4 @@ pub use error::HttpError;
 pub use request::handle_request;
 pub use runtime::{ConnInfo, HttpRuntime, HttpStats, RouteTable};
 pub use serve::serve_http;
+pub use xfcc::TlsPeer;

@@ -11,9 +11,11 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, Uri};
 use http_body_util::BodyExt;
 use quickshake_config::{RetryPolicy, RouteTarget};
-use quickshake_upstream::{Cluster, UpstreamBody, UpstreamError};
+use quickshake_upstream::{Cluster, PreviousHosts, UpstreamBody, UpstreamError};
 
 use crate::body::{error_response, Body, RequestBody};
+use crate::mirror::{self, Mirrors};
+use crate::rewrite::{rewritten, set_authority};
 use crate::runtime::{ConnInfo, HttpRuntime};
 use crate::stream_idle::{self, Activity, Expired};
 use crate::upgrade::{upgrade_refused, websocket_upgrade, Upgrade};
@@ -41,14 +43,25 @@ pub(crate) struct Forwarded {
     pub request_id: Option<String>,
 }
 
-/// Forward one request. `matched_prefix` is the route's prefix (for `prefix_rewrite`).
+/// The virtual host's `include_request_attempt_count` and `include_attempt_count_in_response`:
+/// `x-envoy-attempt-count` on each upstream attempt and on the response.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct AttemptCount {
+    pub request: bool,
+    pub response: bool,
+}
+
+const ATTEMPT_COUNT: HeaderName = HeaderName::from_static("x-envoy-attempt-count");
+
+/// Forward one request. `matched_prefix` is the route's prefix (for `prefix_rewrite`);
+/// `mirrors` the clusters of the route's `request_mirror_policies`.
 pub(crate) async fn forward<B: RequestBody>(
     req: Request<B>,
     target: &RouteTarget,
     matched_prefix: Option<&str>,
-    cluster: &Cluster,
-    rt: &Arc<HttpRuntime>,
-    conn: &Arc<ConnInfo>,
+    (cluster, mirrors): (&Cluster, &Mirrors<'_>),
+    (rt, conn): (&Arc<HttpRuntime>, &Arc<ConnInfo>),
+    attempts: AttemptCount,
 ) -> (Response<Body>, Forwarded) {
     let started = Instant::now();
     let (mut parts, body) = req.into_parts();
@@ -65,6 +78,9 @@ pub(crate) async fn forward<B: RequestBody>(
         Upgrade::Refused => return (upgrade_refused(), Forwarded::default()),
     };
     rewrite_path(&mut parts.uri, target, matched_prefix);
+    if let Some(host) = &target.host_rewrite_literal {
+        set_authority(&mut parts, host, target.append_x_forwarded_host);
+    }
     prepare_headers(&mut parts.headers, rt, conn, upgrade);
     let header = |n: &str| {
         parts
@@ -89,14 +105,20 @@ pub(crate) async fn forward<B: RequestBody>(
     // does (its retries are then off).
     let policy = target.retry_policy.as_ref();
     let activity = Activity::new(started);
-    let (buffered, mut streaming) = match policy {
-        Some(_) => match buffer_for_retry(body, rt.retry_buffer_limit).await {
+    let (buffered, mut streaming) = match policy.is_some() || !mirrors.is_empty() {
+        true => match buffer_for_retry(body, rt.retry_buffer_limit).await {
             Ok(replay) => (Some(replay), None),
             Err(Ok(once)) => (None, Some(activity.watch(once))),
             Err(Err(())) => return (error_response(400, "request body could not be read"), fwd),
         },
-        None => (None, Some(activity.watch(body.boxed()))),
+        false => (None, Some(activity.watch(body.boxed()))),
     };
+    let copy = buffered.as_ref().map(|b| move || b.body());
+    mirror::send(
+        &parts,
+        copy.as_ref().map(|f| f as &dyn Fn() -> Body),
+        mirrors,
+    );
     // A fully buffered body was the stream's last activity, and all of the request.
     if buffered.is_some() {
         activity.touch();
@@ -107,10 +129,24 @@ pub(crate) async fn forward<B: RequestBody>(
     } else {
         1 + policy.map_or(0, |p| p.num_retries)
     };
-    let deadline = target.timeout.map(|t| started + t);
+    let timeout = route_timeout(target, &parts.headers);
+    // The route's `idle_timeout` stands in for the connection manager's (`0s`: none).
+    let idle_timeout = match target.idle_timeout {
+        Some(d) => Some(d).filter(|d| !d.is_zero()),
+        None => rt.stream_idle_timeout,
+    };
+    let deadline = timeout.map(|t| started + t);
+    let previous_hosts = policy.filter(|p| p.previous_hosts).map(|p| PreviousHosts {
+        avoid: true,
+        max_attempts: p.host_selection_retry_max_attempts,
+        ..PreviousHosts::default()
+    });
     let mut last = error_response(503, "no healthy upstream");
     for attempt in 0..tries {
         if attempt > 0 {
+            if let Some(wait) = policy.and_then(|p| back_off(p, attempt)) {
+                tokio::time::sleep(wait).await;
+            }
             cluster.stats().rq_retry.inc();
         }
         let body = match (&buffered, streaming.take()) {
@@ -121,7 +157,15 @@ pub(crate) async fn forward<B: RequestBody>(
         let per_try = policy.and_then(|p| p.per_try_timeout);
         let mut try_parts = parts.clone();
         if !rt.suppress_envoy_headers {
-            set_expected_timeout(&mut try_parts.headers, target.timeout, per_try, started);
+            set_expected_timeout(&mut try_parts.headers, timeout, per_try, started);
+        }
+        if attempts.request {
+            try_parts
+                .headers
+                .insert(ATTEMPT_COUNT, HeaderValue::from(attempt + 1));
+        }
+        if let Some(p) = &previous_hosts {
+            try_parts.extensions.insert(p.clone());
         }
         let req = Request::from_parts(try_parts, body);
         let budget = match (
@@ -131,33 +175,30 @@ pub(crate) async fn forward<B: RequestBody>(
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let outcome =
-            match stream_idle::wait(cluster.send(req), budget, rt.stream_idle_timeout, &activity)
-                .await
-            {
-                Ok(o) => o,
-                Err(Expired::Idle) => {
-                    rt.stats.downstream_rq_idle_timeout.inc();
-                    return (
-                        error_response(activity.idle_status(), "stream timeout"),
-                        fwd,
-                    );
+        let outcome = match stream_idle::wait(cluster.send(req), budget, idle_timeout, &activity)
+            .await
+        {
+            Ok(o) => o,
+            Err(Expired::Idle) => {
+                rt.stats.downstream_rq_idle_timeout.inc();
+                return (
+                    error_response(activity.idle_status(), "stream timeout"),
+                    fwd,
+                );
+            }
+            Err(Expired::Budget) => {
+                cluster.stats().rq_timeout.inc();
+                last = error_response(504, "upstream request timeout");
+                let whole_expired = deadline.is_some_and(|d| Instant::now() >= d);
+                if whole_expired || !retries_on(policy, "reset") || retry_permit(cluster).is_none()
+                {
+                    return (last, fwd);
                 }
-                Err(Expired::Budget) => {
-                    cluster.stats().rq_timeout.inc();
-                    last = error_response(504, "upstream request timeout");
-                    let whole_expired = deadline.is_some_and(|d| Instant::now() >= d);
-                    if whole_expired
-                        || !retries_on(policy, "reset")
-                        || retry_permit(cluster).is_none()
-                    {
-                        return (last, fwd);
-                    }
-                    continue;
-                }
-            };
+                continue;
+            }
+        };
         match outcome {
-            Ok(resp) if retriable_status(policy, resp.status().as_u16()) && attempt + 1 < tries => {
+            Ok(resp) if retriable_status(policy, &resp) && attempt + 1 < tries => {
                 last = finish(resp, started, rt);
             }
             Ok(resp) => {
@@ -169,7 +210,12 @@ pub(crate) async fn forward<B: RequestBody>(
                     .extensions()
                     .get::<quickshake_upstream::UpstreamLocalAddress>()
                     .map(|l| l.0.to_string());
-                return (finish(resp, started, rt), fwd);
+                let mut resp = finish(resp, started, rt);
+                if attempts.response {
+                    resp.headers_mut()
+                        .insert(ATTEMPT_COUNT, HeaderValue::from(attempt + 1));
+                }
+                return (resp, fwd);
             }
             Err(e) => {
                 last = upstream_error_response(&e, rt.suppress_envoy_headers);
@@ -194,13 +240,74 @@ fn retries_on(policy: Option<&RetryPolicy>, cond: &str) -> bool {
     policy.is_some_and(|p| p.retry_on.iter().any(|r| r == cond))
 }
 
-fn retriable_status(policy: Option<&RetryPolicy>, status: u16) -> bool {
+/// Whether the response is one `retry_on` retries: by its status, or (the gRPC conditions) by
+/// the `grpc-status` of a trailers-only response, as Envoy reads it.
+fn retriable_status<T>(policy: Option<&RetryPolicy>, resp: &Response<T>) -> bool {
     let Some(p) = policy else { return false };
+    let status = resp.status().as_u16();
+    let grpc = resp
+        .headers()
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u32>().ok());
     p.retry_on.iter().any(|r| match r.as_str() {
         "5xx" => status >= 500,
         "gateway-error" => matches!(status, 502..=504),
         "retriable-status-codes" => p.retriable_status_codes.contains(&status),
+        "cancelled" => grpc == Some(1),
+        "deadline-exceeded" => grpc == Some(4),
+        "resource-exhausted" => grpc == Some(8),
+        "internal" => grpc == Some(13),
+        "unavailable" => grpc == Some(14),
         _ => false,
+    })
+}
+
+/// The request's timeout: the route's `timeout`, or for a gRPC request on a route with
+/// `max_grpc_timeout` its `grpc-timeout` (less `grpc_timeout_offset` when larger; none when
+/// absent) capped by `max_grpc_timeout` unless that is zero, as Envoy's router computes it.
+fn route_timeout(target: &RouteTarget, h: &HeaderMap) -> Option<Duration> {
+    let Some(max) = target.max_grpc_timeout else {
+        return target.timeout;
+    };
+    let grpc_request = h
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"));
+    if !grpc_request {
+        return target.timeout;
+    }
+    let mut t = h
+        .get("grpc-timeout")
+        .and_then(|v| v.to_str().ok())
+        .and_then(grpc_timeout)
+        .unwrap_or_default();
+    if let Some(off) = target.grpc_timeout_offset {
+        if off < t {
+            t -= off;
+        }
+    }
+    if !max.is_zero() && (t.is_zero() || t > max) {
+        t = max;
+    }
+    Some(t).filter(|t| !t.is_zero())
+}
+
+/// A `grpc-timeout` value: up to 8 digits and a unit (`H`, `M`, `S`, `m`, `u`, `n`).
+fn grpc_timeout(v: &str) -> Option<Duration> {
+    let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
     })
 }
 
@@ -277,15 +384,30 @@ fn set_expected_timeout(
     );
 }
 
+/// Envoy's jittered exponential back-off before retry `n` (from 1).
+fn back_off(p: &RetryPolicy, n: u32) -> Option<Duration> {
+    let (base, max) = p.back_off?;
+    let ceiling = base
+        .saturating_mul(1u32.checked_shl(n.saturating_sub(1)).unwrap_or(u32::MAX))
+        .min(max);
+    let ms = u64::try_from(ceiling.as_millis()).unwrap_or(u64::MAX);
+    let mut b = [0u8; 8];
+    boring::rand::rand_bytes(&mut b).ok()?;
+    Some(Duration::from_millis(
+        u64::from_le_bytes(b) % ms.saturating_add(1),
+    ))
+}
+
 fn rewrite_path(uri: &mut Uri, target: &RouteTarget, matched_prefix: Option<&str>) {
-    let (Some(rewrite), Some(prefix)) = (&target.prefix_rewrite, matched_prefix) else {
-        return;
-    };
     let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    let Some(rest) = pq.strip_prefix(prefix) else {
+    let Some(new) = rewritten(
+        pq,
+        target.prefix_rewrite.as_deref(),
+        target.regex_rewrite.as_ref(),
+        matched_prefix,
+    ) else {
         return;
     };
-    let new = format!("{rewrite}{rest}");
     if let Ok(p) = new.parse::<http::uri::PathAndQuery>() {
         let mut parts = std::mem::take(uri).into_parts();
         parts.path_and_query = Some(p);

@@ -10,20 +10,28 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode, Uri};
-use quickshake_config::{HeaderMutations, Redirect, RouteAction};
+use http_body_util::BodyExt;
+use quickshake_config::{HeaderMutations, HttpFilter, Redirect, RouteAction, RouteTarget};
 
 use crate::access_log::LogRecord;
 use crate::body::{error_response, full, Body, RequestBody};
+use crate::cors;
+use crate::decode::{decode_filters, require_tls};
 use crate::filters::{
     choose_compressor, compress, health_check, health_check_failing, health_check_response,
     HealthCheck,
 };
+use crate::grpc_stats::{self, Counted, Direction};
+use crate::grpc_web::{self, GrpcWeb};
 use crate::header_mutation::{self, Side};
 use crate::header_policy;
+use crate::mirror::Mirrors;
 use crate::path_normalize::{normalize, Normalized};
-use crate::proxy::{forward, Forwarded};
+use crate::proxy::{forward, AttemptCount, Forwarded};
+use crate::rewrite::rewritten;
 use crate::routing::{matched_prefix, select_route, select_virtual_host, RequestView};
 use crate::runtime::{ConnInfo, HttpRuntime};
+use crate::xfcc;
 
 /// Serve one request: route it, answer (direct response, redirect, or forwarded to a cluster),
 /// count it and log it.
@@ -60,6 +68,11 @@ pub async fn handle_request<B: RequestBody>(
     // Envoy's codecs apply `headers_with_underscores_action` before anything else sees the
     // request.
     let version = req.version();
+    if version == http::Version::HTTP_10 && !req.headers().contains_key(header::HOST) {
+        if let Some(h) = &rt.default_host_for_http_10 {
+            req.headers_mut().insert(header::HOST, h.clone());
+        }
+    }
     let refused = header_policy::underscores(
         req.headers_mut(),
         rt.headers_with_underscores_action,
@@ -199,26 +212,21 @@ async fn route_request<B: RequestBody>(
             );
         }
     }
+    // Envoy's connection manager sets these before filters and routing.
+    header_policy::external_request(req.headers_mut(), rt.use_remote_address, &conn.client_ip());
+    xfcc::apply(
+        req.headers_mut(),
+        rt.forward_client_cert,
+        conn.tls_peer.as_ref(),
+    );
     let table = rt.routes.load_full();
     let failing = draining || rt.health_check_failed.value() != 0;
-    let (hc, route) = {
-        let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
-        let view = RequestView {
-            path: req.uri().path(),
-            path_and_query: pq,
-            method: req.method().as_str(),
-            authority,
-            scheme: if conn.tls_version.is_some() {
-                "https"
-            } else {
-                "http"
-            },
-            headers: req.headers(),
-        };
+    let (hc, vh, route) = {
+        let view = RequestView::of(&req, authority, conn.tls_version.is_some());
         let hc = health_check(&rt.http_filters, &view, failing);
         let vh = select_virtual_host(&table.config, authority);
         let route = vh.and_then(|vh| select_route(vh, &view).map(|r| (vh, r)));
-        (hc, route)
+        (hc, vh, route)
     };
     // Header mutations: route, virtual host, route configuration.
     let levels: Vec<&HeaderMutations> = match route {
@@ -228,15 +236,56 @@ async fn route_request<B: RequestBody>(
             .collect(),
         None => Vec::new(),
     };
-    let route = route.map(|(_, r)| r);
     header_mutation::apply(req.headers_mut(), &levels, Side::Request);
     if let HealthCheck::Answer(status) = hc {
         return (health_check_response(status), Outcome::default());
     }
+    // Envoy checks the virtual host's `require_tls` before its routes.
+    if let Some(vh) = vh {
+        if let Some(resp) = require_tls(vh, &req, authority, conn) {
+            stats.rq_redirect.inc();
+            return (resp, Outcome::default());
+        }
+    }
+    let full_route = route.map(|(vh, r)| (r, vh, &table.config));
+    let filtered = match decode_filters(&req, rt, full_route, authority, conn).await {
+        Ok(f) => f,
+        Err(a) => {
+            // As in Envoy, the route's cluster is known (`%UPSTREAM_CLUSTER%`) once routed.
+            let upstream_cluster = route.and_then(|(_, r)| match &r.action {
+                RouteAction::Route(t) if table.clusters.contains_key(&t.cluster) => {
+                    Some(t.cluster.clone())
+                }
+                _ => None,
+            });
+            let outcome = Outcome {
+                response_flags: a.flags,
+                details: Some(a.details),
+                upstream_cluster,
+                route_name: route.map(|(_, r)| r.name.clone()).filter(|n| !n.is_empty()),
+                ..Outcome::default()
+            };
+            return (a.response, outcome);
+        }
+    };
+    let route = route.map(|(_, r)| r);
     let method = req.method().clone();
     let compressor = choose_compressor(&rt.http_filters, &method, req.headers_mut());
+    let grpc_web = if rt
+        .http_filters
+        .iter()
+        .any(|f| matches!(f, HttpFilter::GrpcWeb))
+    {
+        grpc_web::decode(&method, req.headers_mut())
+    } else {
+        GrpcWeb::Pass
+    };
+    if grpc_web == GrpcWeb::Text {
+        return (grpc_web::text_refused(), Outcome::default());
+    }
     let mut outcome = Outcome {
         route_name: route.map(|r| r.name.clone()).filter(|n| !n.is_empty()),
+        response_flags: filtered.flags,
         ..Outcome::default()
     };
     let resp = match route.map(|r| (r, &r.action)) {
@@ -245,25 +294,57 @@ async fn route_request<B: RequestBody>(
             outcome.details = Some("direct_response");
             direct(*status, body.clone())
         }
-        Some((_, RouteAction::Redirect(r))) => {
+        Some((route, RouteAction::Redirect(r))) => {
             stats.rq_redirect.inc();
-            redirect(r, &req, authority, conn)
+            redirect(r, &req, authority, conn, matched_prefix(route))
         }
-        Some((route, RouteAction::Route(target))) => match table.clusters.get(&target.cluster) {
-            Some(cluster) => {
-                outcome.upstream_cluster = Some(target.cluster.clone());
-                let (resp, fwd) =
-                    forward(req, target, matched_prefix(route), cluster, rt, conn).await;
+        Some((route, RouteAction::Route(target))) => match pick_cluster(target, &mut req) {
+            name if table.clusters.contains_key(name) => {
+                let cluster = &table.clusters[name];
+                outcome.upstream_cluster = Some(name.to_owned());
+                let attempts = full_route.map(|(_, vh, _)| AttemptCount {
+                    request: vh.include_request_attempt_count,
+                    response: vh.include_attempt_count_in_response,
+                });
+                let mirrors: Mirrors<'_> = target
+                    .mirrors
+                    .iter()
+                    .filter_map(|m| Some((m, table.clusters.get(&m.cluster)?.clone())))
+                    .collect();
+                let call = grpc_stats::start(
+                    &rt.http_filters,
+                    req.headers(),
+                    req.uri().path(),
+                    cluster.stats().scope(),
+                );
+                let req = req.map(|b| Counted::new(b, call.clone(), Direction::Request));
+                let (resp, fwd) = forward(
+                    req,
+                    target,
+                    matched_prefix(route),
+                    (cluster, &mirrors),
+                    (rt, conn),
+                    attempts.unwrap_or_default(),
+                )
+                .await;
                 outcome.forwarded = Some(fwd);
-                resp
+                // A response that ends with its headers (trailers-only) ends the call there.
+                let ended = hyper::body::Body::is_end_stream(resp.body());
+                match call.filter(|c| !(ended && c.trailers_only(resp.headers()))) {
+                    Some(c) => {
+                        resp.map(|b| BodyExt::boxed(Counted::new(b, Some(c), Direction::Response)))
+                    }
+                    None => resp,
+                }
             }
-            None => {
+            _ => {
                 // A route naming a cluster that does not exist (RDS may deliver it before
-                // CDS does): Envoy's 503 with `NC`.
+                // CDS does): Envoy's 503 with `NC`, or the route's
+                // `cluster_not_found_response_code`.
                 stats.no_cluster.inc();
                 outcome.response_flags = Some("NC");
                 outcome.details = Some("cluster_not_found");
-                direct(503, None)
+                direct(target.cluster_not_found_status, None)
             }
         },
         None => {
@@ -275,6 +356,13 @@ async fn route_request<B: RequestBody>(
     };
     let mut resp = resp;
     header_mutation::apply(resp.headers_mut(), &levels, Side::Response);
+    if let Some(a) = &filtered.cors {
+        cors::encode(a, resp.headers_mut());
+    }
+    drop(filtered);
+    if grpc_web == GrpcWeb::Translated {
+        resp = grpc_web::encode(resp);
+    }
     let resp = match compressor {
         Some((c, accepted)) => compress(c, accepted, resp),
         None => resp,
@@ -294,39 +382,106 @@ fn direct(status: u16, body: Option<String>) -> Response<Body> {
     resp
 }
 
-/// Envoy's `redirect`: scheme (`https_redirect`), host, path; `response_code` (301 default).
-fn redirect<B>(r: &Redirect, req: &Request<B>, authority: &str, conn: &ConnInfo) -> Response<Body> {
-    let https = r.https_redirect || conn.tls_version.is_some();
-    let scheme = if https { "https" } else { "http" };
+/// The route's cluster, or one of its `weighted_clusters` drawn by weight (whose request
+/// header mutations are applied to `req`).
+fn pick_cluster<'t, B>(target: &'t RouteTarget, req: &mut Request<B>) -> &'t str {
+    let total: u64 = target.weighted.iter().map(|w| u64::from(w.weight)).sum();
+    if total == 0 {
+        return &target.cluster;
+    }
+    let mut b = [0u8; 8];
+    let _ = boring::rand::rand_bytes(&mut b);
+    let mut draw = u64::from_le_bytes(b) % total;
+    for w in &target.weighted {
+        if draw < u64::from(w.weight) {
+            header_mutation::apply(req.headers_mut(), &[&w.mutations], Side::Request);
+            return &w.name;
+        }
+        draw -= u64::from(w.weight);
+    }
+    &target.cluster
+}
+
+/// Envoy's `redirect` (`Http::Utility::newUri`): the scheme (`scheme_redirect`,
+/// `https_redirect`, else the request's), the host (`host_redirect`, else the request's, its
+/// port dropped when `port_redirect` is set or when it is the default port of a scheme that
+/// changes), `port_redirect`, the path (`path_redirect`, keeping the request's query unless it
+/// has its own, or the request's path after `prefix_rewrite`/`regex_rewrite`), `strip_query`;
+/// `response_code` (301 default).
+fn redirect<B>(
+    r: &Redirect,
+    req: &Request<B>,
+    authority: &str,
+    conn: &ConnInfo,
+    matched_prefix: Option<&str>,
+) -> Response<Body> {
+    let request_scheme = if conn.tls_version.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let scheme = match &r.scheme_redirect {
+        Some(s) => s.as_str(),
+        None if r.https_redirect => "https",
+        None => request_scheme,
+    };
+    let port = r.port_redirect.map(|p| format!(":{p}")).unwrap_or_default();
     let host = match &r.host_redirect {
-        Some(h) => h.clone(),
-        // Changing the scheme drops the port, as Envoy does.
-        None if r.https_redirect => authority
-            .rsplit_once(':')
-            .map_or(authority, |(h, p)| {
-                if p.chars().all(|c| c.is_ascii_digit()) && !h.ends_with(':') {
-                    h
-                } else {
-                    authority
-                }
-            })
-            .to_string(),
-        None => authority.to_string(),
+        Some(h) => h.as_str(),
+        None => redirect_host(authority, scheme, request_scheme, !port.is_empty()),
     };
-    let path = match &r.path_redirect {
-        Some(p) => p.clone(),
-        None => req
-            .uri()
-            .path_and_query()
-            .map_or("/".to_string(), |p| p.as_str().to_string()),
+    let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let own_query = r.path_redirect.as_ref().is_some_and(|p| p.contains('?'));
+    let mut path = match &r.path_redirect {
+        Some(p) if own_query => p.clone(),
+        Some(p) => format!("{p}{}", pq.find('?').map_or("", |i| &pq[i..])),
+        None => rewritten(
+            pq,
+            r.prefix_rewrite.as_deref(),
+            r.regex_rewrite.as_ref(),
+            matched_prefix,
+        )
+        .unwrap_or_else(|| pq.to_owned()),
     };
+    if !path.starts_with('/') {
+        path.insert(0, '/');
+    }
+    if r.strip_query && !own_query {
+        if let Some(i) = path.find('?') {
+            path.truncate(i);
+        }
+    }
     let mut resp = Response::new(full(Bytes::new()));
     *resp.status_mut() =
         StatusCode::from_u16(r.response_code).unwrap_or(StatusCode::MOVED_PERMANENTLY);
-    if let Ok(v) = HeaderValue::from_str(&format!("{scheme}://{host}{path}")) {
+    if let Ok(v) = HeaderValue::from_str(&format!("{scheme}://{host}{port}{path}")) {
         resp.headers_mut().insert(header::LOCATION, v);
     }
     resp
+}
+
+/// Envoy's `processRequestHost`: the request's authority, without its port when a new port
+/// is set, or when the scheme changes and the port is the old scheme's default.
+fn redirect_host<'a>(
+    authority: &'a str,
+    scheme: &str,
+    request_scheme: &str,
+    new_port: bool,
+) -> &'a str {
+    let colon = match authority.rfind(':') {
+        Some(c) if authority.rfind(']').is_none_or(|end| end < c) => c,
+        _ => return authority,
+    };
+    let old_port = &authority[colon..];
+    let default_port = match request_scheme {
+        "https" => ":443",
+        _ => ":80",
+    };
+    if new_port || (scheme != request_scheme && old_port == default_port) {
+        &authority[..colon]
+    } else {
+        authority
+    }
 }
 
 fn log_record<B>(req: &Request<B>, authority: &str, protocol: &str, conn: &ConnInfo) -> LogRecord {

@@ -19,7 +19,20 @@ pub(crate) struct RequestView<'a> {
     pub headers: &'a HeaderMap,
 }
 
-impl RequestView<'_> {
+impl<'a> RequestView<'a> {
+    /// The view of `req`, whose `Host` / `:authority` is `authority`, on a connection with
+    /// (`tls`) or without TLS.
+    pub(crate) fn of<B>(req: &'a http::Request<B>, authority: &'a str, tls: bool) -> Self {
+        RequestView {
+            path: req.uri().path(),
+            path_and_query: req.uri().path_and_query().map_or("/", |p| p.as_str()),
+            method: req.method().as_str(),
+            authority,
+            scheme: if tls { "https" } else { "http" },
+            headers: req.headers(),
+        }
+    }
+
     /// A header's value as Envoy's header matchers see it: pseudo-headers from the request
     /// line, others with all their values joined by `,`; `None` when absent.
     pub(crate) fn header(&self, name: &str) -> Option<Cow<'_, str>> {
@@ -38,6 +51,13 @@ impl RequestView<'_> {
             out.push_str(&String::from_utf8_lossy(v.as_bytes()));
         }
         Some(Cow::Owned(out))
+    }
+
+    /// The query, without its `?` (empty when there is none).
+    pub(crate) fn query(&self) -> &str {
+        self.path_and_query
+            .split_once('?')
+            .map_or("", |(_, q)| q.split('#').next().unwrap_or(q))
     }
 
     /// Whether every matcher matches.
@@ -89,9 +109,11 @@ pub(crate) fn select_virtual_host<'a>(
 
 /// The first matching route, if any.
 pub(crate) fn select_route<'a>(vh: &'a VirtualHost, req: &RequestView<'_>) -> Option<&'a Route> {
-    vh.routes
-        .iter()
-        .find(|r| path_matches(r, req.path) && req.matches_all(&r.headers))
+    vh.routes.iter().find(|r| {
+        path_matches(r, req.path)
+            && req.matches_all(&r.headers)
+            && r.query_parameters.iter().all(|q| q.matches(req.query()))
+    })
 }
 
 fn path_matches(r: &Route, path: &str) -> bool {
@@ -155,6 +177,11 @@ mod tests {
             domains: domains.iter().map(|d| d.to_string()).collect(),
             routes,
             mutations: Default::default(),
+            per_filter: Vec::new(),
+            cors: None,
+            require_tls: Default::default(),
+            include_request_attempt_count: false,
+            include_attempt_count_in_response: false,
         }
     }
     fn direct(m: RouteMatch, status: u16) -> Route {
@@ -162,9 +189,12 @@ mod tests {
             name: String::new(),
             matcher: m,
             case_sensitive: true,
+            query_parameters: Vec::new(),
             headers: Vec::new(),
             action: RouteAction::DirectResponse { status, body: None },
             mutations: Default::default(),
+            per_filter: Vec::new(),
+            cors: None,
         }
     }
 

@@ -11,13 +11,17 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use http::HeaderValue;
 use quickshake_config::{
-    CodecType, HeadersWithUnderscoresAction, Http2Options, HttpConnectionManager, HttpFilter,
-    PathNormalization, RouteAction, RouteConfig, RouteSource, ServerHeaderTransformation,
+    CodecType, ForwardClientCert, HeadersWithUnderscoresAction, Http2Options,
+    HttpConnectionManager, HttpFilter, PathNormalization, RouteAction, RouteConfig, RouteSource,
+    ServerHeaderTransformation,
 };
 use quickshake_stats::{Counter, Gauge, Histogram, Store};
 
 use crate::access_log::{open_access_logs, AccessLogger};
+use crate::cors::CorsStats;
 use crate::error::HttpError;
+use crate::fault::FaultStats;
+use crate::xfcc::TlsPeer;
 
 /// Envoy's `http.<stat_prefix>.*` statistics.
 pub struct HttpStats {
@@ -108,15 +112,21 @@ impl RouteTable {
         let mut named = HashMap::new();
         for vh in &config.virtual_hosts {
             for r in &vh.routes {
-                if let RouteAction::Route(t) = &r.action {
-                    match clusters.cluster(&t.cluster) {
+                let RouteAction::Route(t) = &r.action else {
+                    continue;
+                };
+                // The route's cluster, its weighted clusters and those of its request mirrors.
+                let weighted = t.weighted.iter().map(|w| &w.name);
+                let mirrors = t.mirrors.iter().map(|m| &m.cluster);
+                for name in std::iter::once(&t.cluster).chain(weighted).chain(mirrors) {
+                    match clusters.cluster(name) {
                         Some(c) => {
-                            named.insert(t.cluster.clone(), c);
+                            named.insert(name.clone(), c);
                         }
                         None if config.validate_clusters => {
                             return Err(HttpError::Invalid {
                                 field: field.to_owned(),
-                                reason: format!("unknown cluster '{}'", t.cluster),
+                                reason: format!("unknown cluster '{name}'"),
                             })
                         }
                         None => {}
@@ -167,6 +177,14 @@ pub struct HttpRuntime {
     pub proxy_100_continue: bool,
     /// `stream_idle_timeout` (Envoy's default 5 minutes; `None`: disabled by `0s`).
     pub stream_idle_timeout: Option<Duration>,
+    /// `forward_client_cert_details` with `set_current_client_cert_details`.
+    pub forward_client_cert: ForwardClientCert,
+    /// `http_protocol_options.default_host_for_http_10`.
+    pub default_host_for_http_10: Option<HeaderValue>,
+    /// `http.<stat_prefix>.cors.*`, when a CORS filter is configured.
+    pub(crate) cors_stats: Option<CorsStats>,
+    /// `http.<stat_prefix>.fault.*`, when a fault filter is configured.
+    pub(crate) fault_stats: Option<FaultStats>,
 }
 
 /// Largest request body buffered so a request can be retried when the listener sets no
@@ -199,6 +217,7 @@ impl HttpRuntime {
         };
         let loggers = open_access_logs(&cfg.access_logs, &cfg.path)?;
         let server_name = cfg.server_name.as_deref().unwrap_or("quickshake");
+        let has = |p: &dyn Fn(&HttpFilter) -> bool| cfg.http_filters.iter().any(p);
         Ok(HttpRuntime {
             codec: cfg.codec_type,
             routes: ArcSwap::from_pointee(table),
@@ -227,6 +246,16 @@ impl HttpRuntime {
             http2: cfg.http2,
             proxy_100_continue: cfg.proxy_100_continue,
             stream_idle_timeout: cfg.stream_idle_timeout,
+            forward_client_cert: cfg.forward_client_cert,
+            default_host_for_http_10: cfg
+                .http1
+                .default_host_for_http_10
+                .as_deref()
+                .and_then(|h| HeaderValue::from_str(h).ok()),
+            cors_stats: has(&|f| matches!(f, HttpFilter::Cors { .. }))
+                .then(|| CorsStats::new(store, &cfg.stat_prefix)),
+            fault_stats: has(&|f| matches!(f, HttpFilter::Fault { .. }))
+                .then(|| FaultStats::new(store, &cfg.stat_prefix)),
         })
     }
 }
@@ -246,6 +275,8 @@ pub struct ConnInfo {
     pub local: String,
     pub sni: Option<String>,
     pub tls_version: Option<String>,
+    /// The certificates of an mTLS connection (for `x-forwarded-client-cert`).
+    pub tls_peer: Option<TlsPeer>,
     pub active_requests: AtomicUsize,
     /// Milliseconds since `started` of the last request start or end.
     pub last_activity_ms: AtomicU64,
@@ -259,12 +290,24 @@ impl ConnInfo {
         sni: Option<String>,
         tls_version: Option<String>,
     ) -> Arc<Self> {
+        Self::with_tls_peer(peer, local, sni, tls_version, None)
+    }
+
+    /// [`ConnInfo::new`] for a TLS connection whose client presented a certificate.
+    pub fn with_tls_peer(
+        peer: std::net::SocketAddr,
+        local: String,
+        sni: Option<String>,
+        tls_version: Option<String>,
+        tls_peer: Option<TlsPeer>,
+    ) -> Arc<Self> {
         Arc::new(ConnInfo {
             started: Instant::now(),
             peer: peer.to_string(),
             local,
             sni,
             tls_version,
+            tls_peer,
             active_requests: Default::default(),
             last_activity_ms: Default::default(),
         })

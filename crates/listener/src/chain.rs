@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use quickshake_config::{FilterChain, NetworkFilter};
-use quickshake_http::HttpRuntime;
+use quickshake_http::{open_access_logs, HttpRuntime};
 use quickshake_keyprovider::Providers;
 use quickshake_stats::Store;
 use quickshake_tls::client_hello::match_rank;
@@ -136,6 +136,7 @@ pub(crate) fn build_chain(
                     &tp.stat_prefix,
                     cluster,
                     tp.idle_timeout,
+                    open_access_logs(&tp.access_logs, &tp.path)?,
                     store,
                 )))
             }

@@ -1,13 +1,15 @@
 //! Envoy's `tcp_proxy` network filter: after the (TLS) handshake, bytes are copied between the
 //! downstream connection and a connection to the cluster, until either side closes or the
-//! connection idles out. Stats under `tcp.<stat_prefix>.`.
+//! connection idles out. Stats under `tcp.<stat_prefix>.`; `access_log` writes one line a
+//! connection when it closes, as Envoy's filter does.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use quickshake_http::{AccessLogger, ConnInfo, LogRecord};
 use quickshake_stats::{Counter, Store};
 use quickshake_upstream::Cluster;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -16,6 +18,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 pub struct TcpProxyRuntime {
     pub cluster: Cluster,
     pub idle_timeout: Option<Duration>,
+    pub access_logs: Vec<AccessLogger>,
     pub downstream_cx_total: Counter,
     pub downstream_cx_rx_bytes_total: Counter,
     pub downstream_cx_tx_bytes_total: Counter,
@@ -28,12 +31,14 @@ impl TcpProxyRuntime {
         stat_prefix: &str,
         cluster: Cluster,
         idle_timeout: Option<Duration>,
+        access_logs: Vec<AccessLogger>,
         store: &Store,
     ) -> Self {
         let c = |n: &str| store.counter(&format!("tcp.{stat_prefix}.{n}"));
         TcpProxyRuntime {
             cluster,
             idle_timeout,
+            access_logs,
             downstream_cx_total: c("downstream_cx_total"),
             downstream_cx_rx_bytes_total: c("downstream_cx_rx_bytes_total"),
             downstream_cx_tx_bytes_total: c("downstream_cx_tx_bytes_total"),
@@ -92,16 +97,18 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Metered<S> {
 }
 
 /// Proxy one downstream connection to the cluster.
-pub async fn serve<S>(downstream: S, rt: &TcpProxyRuntime)
+pub async fn serve<S>(downstream: S, rt: &TcpProxyRuntime, info: &ConnInfo)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     rt.downstream_cx_total.inc();
+    let started = SystemTime::now();
     let upstream = match rt.cluster.connect().await {
         Ok(u) => u,
         Err(e) => {
             rt.upstream_connect_fail.inc();
             tracing::debug!(cluster = rt.cluster.name(), error = %e, "tcp_proxy: upstream connect failed");
+            log(rt, info, started, (0, 0), Some("UF"));
             return;
         }
     };
@@ -143,8 +150,41 @@ where
             }
         }
     }
-    rt.downstream_cx_rx_bytes_total
-        .add(rx.load(Ordering::Relaxed));
-    rt.downstream_cx_tx_bytes_total
-        .add(tx.load(Ordering::Relaxed));
+    let bytes = (rx.load(Ordering::Relaxed), tx.load(Ordering::Relaxed));
+    rt.downstream_cx_rx_bytes_total.add(bytes.0);
+    rt.downstream_cx_tx_bytes_total.add(bytes.1);
+    log(rt, info, started, bytes, None);
+}
+
+/// The connection's access log line: addresses, SNI, bytes (received, sent), duration, cluster.
+fn log(
+    rt: &TcpProxyRuntime,
+    info: &ConnInfo,
+    started: SystemTime,
+    (received, sent): (u64, u64),
+    flags: Option<&'static str>,
+) {
+    if rt.access_logs.is_empty() {
+        return;
+    }
+    let r = LogRecord {
+        start: started
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default(),
+        duration_ms: started
+            .elapsed()
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        bytes_received: received,
+        bytes_sent: sent,
+        downstream_remote_address: info.peer.clone(),
+        downstream_local_address: info.local.clone(),
+        requested_server_name: info.sni.clone(),
+        tls_version: info.tls_version.clone(),
+        upstream_cluster: Some(rt.cluster.name().to_owned()),
+        response_flags: flags,
+        ..Default::default()
+    };
+    for l in &rt.access_logs {
+        l.log(&r);
+    }
 }

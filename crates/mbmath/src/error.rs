@@ -13,6 +13,9 @@ pub enum MathError {
     Unsupported(&'static str),
     /// The input is not smaller than the modulus (or longer than it).
     InputOutOfRange,
+    /// A peer's public key is malformed (e.g. an ML-KEM encapsulation key failing FIPS 203's
+    /// input checks).
+    InvalidPublicKey(&'static str),
     /// The requested backend cannot run on this CPU.
     BackendUnavailable(BackendKind),
 }
@@ -22,6 +25,7 @@ impl fmt::Display for MathError {
         match self {
             MathError::InvalidKey(why) => write!(f, "invalid RSA key: {why}"),
             MathError::Unsupported(why) => write!(f, "unsupported: {why}"),
+            MathError::InvalidPublicKey(why) => write!(f, "invalid public key: {why}"),
             MathError::InputOutOfRange => write!(f, "input is not smaller than the modulus"),
             MathError::BackendUnavailable(k) => {
                 write!(f, "backend {k} is not available on this CPU")

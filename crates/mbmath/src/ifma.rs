@@ -26,6 +26,7 @@ use crate::token::IfmaToken;
 
 mod kernel20;
 mod ops;
+pub(crate) mod p256;
 pub(crate) mod x25519;
 pub(crate) mod x25519_base;
 

@@ -62,6 +62,50 @@ fn ctgrind_private_crt_is_constant_time() {
 }
 
 #[test]
+fn ctgrind_mlkem_encaps_is_constant_time() {
+    let (code, text) = run("mlkem");
+    println!("{text}");
+    assert!(
+        text.contains("running_on_valgrind=true"),
+        "harness did not detect valgrind:\n{text}"
+    );
+    assert!(
+        text.contains("mlkem: backend portable ok"),
+        "portable backend did not run:\n{text}"
+    );
+    if std::arch::is_x86_feature_detected!("avx2") {
+        assert!(
+            text.contains("mlkem: backend avx2 ok"),
+            "avx2 backend did not run:\n{text}"
+        );
+    }
+    assert!(
+        !text.contains(UNINIT_BRANCH) && !text.contains(UNINIT_USE),
+        "secret-dependent branch/index:\n{text}"
+    );
+    assert_eq!(code, 0, "valgrind reported errors:\n{text}");
+}
+
+#[test]
+fn ctgrind_p256_is_constant_time() {
+    let (code, text) = run("p256");
+    println!("{text}");
+    assert!(
+        text.contains("running_on_valgrind=true"),
+        "harness did not detect valgrind:\n{text}"
+    );
+    assert!(
+        text.contains("p256: ecdh and ecdsa sign ok"),
+        "p256 did not run:\n{text}"
+    );
+    assert!(
+        !text.contains(UNINIT_BRANCH) && !text.contains(UNINIT_USE),
+        "secret-dependent branch/index:\n{text}"
+    );
+    assert_eq!(code, 0, "valgrind reported errors:\n{text}");
+}
+
+#[test]
 fn ctgrind_flags_leaky_branch() {
     let (code, text) = run("leaky-branch");
     assert_eq!(code, 42, "leaky control not flagged:\n{text}");

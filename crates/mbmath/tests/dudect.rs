@@ -14,7 +14,10 @@
 //! vary with the moduli and message fixed (`dp`, `dq` whose windows below the
 //! top are all 0, so every table scan selects entry 0, against random ones):
 //! the second measures the exponent-dependent table selection directly; the
-//! third times X25519 (comb and ladder) with fixed against random scalars.
+//! third times X25519 (comb and ladder) with fixed against random scalars; the fourth
+//! ML-KEM-768 encapsulation (8 lanes, the AVX-512 Keccak) with fixed against random `m`; the
+//! fifth P-256 ECDH and ECDSA signing on `ifma` (8 lanes) with the scalar 1 against random
+//! private keys.
 
 mod common;
 
@@ -224,4 +227,113 @@ fn dudect_x25519_fixed_vs_random_scalars() {
             dt
         },
     );
+}
+
+/// ML-KEM-768 encapsulation on ifma (the AVX-512 Keccak; valgrind covers the portable and
+/// AVX2 code, `tests/ctgrind.rs`): 8 lanes with fixed randomness `m` (all zero) against
+/// random `m`, the encapsulation keys (public) the same in both classes.
+#[test]
+#[ignore = "timing measurement; run explicitly with --ignored --nocapture"]
+fn dudect_mlkem_encaps_fixed_vs_random_m() {
+    use quickshake_mbmath::{mlkem768_encaps_batch, Backend, BackendKind, MlKemEncapsJob};
+    let Some(backend) = quickshake_test_support::skip::available(
+        "ifma",
+        Backend::new(BackendKind::Ifma).map_err(|_| "dudect-mlkem: no AVX-512 IFMA on this CPU"),
+    ) else {
+        return;
+    };
+    let text = std::fs::read_to_string(quickshake_test_support::paths::testdata(
+        "mlkem/mlkem768_encaps.txt",
+    ))
+    .expect("ML-KEM vectors");
+    let eks: Vec<Vec<u8>> = text
+        .lines()
+        .filter(|l| l.starts_with("valid "))
+        .take(8)
+        .map(|l| {
+            let h = l
+                .split_whitespace()
+                .find_map(|f| f.strip_prefix("ek="))
+                .expect("ek");
+            (0..h.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&h[i..i + 2], 16).expect("hex"))
+                .collect()
+        })
+        .collect();
+    let mut rng = StdRng::seed_from_u64(0x6d6c_6b65_6d00);
+    report("dudect-mlkem", "ifma", samples(), &mut rng, |class, rng| {
+        let ms: Vec<[u8; 32]> = (0..eks.len())
+            .map(|_| if class == 0 { [0u8; 32] } else { rng.gen() })
+            .collect();
+        let jobs: Vec<MlKemEncapsJob<'_>> = eks
+            .iter()
+            .zip(&ms)
+            .map(|(ek, m)| MlKemEncapsJob { ek, m })
+            .collect();
+        let t = Instant::now();
+        let out = mlkem768_encaps_batch(backend, &jobs);
+        let dt = t.elapsed().as_nanos() as f64;
+        let _ = std::hint::black_box(out);
+        dt
+    });
+}
+
+#[test]
+#[ignore = "timing measurement; run explicitly with --ignored --nocapture"]
+fn dudect_p256_fixed_vs_random_scalars() {
+    use quickshake_mbmath::{
+        ecdsa_p256_sign_batch, p256_ecdh_batch, p256_public_key_batch, Backend, BackendKind,
+        EcdsaP256SignJob, P256EcdhJob,
+    };
+    let Some(backend) = quickshake_test_support::skip::available(
+        "ifma",
+        Backend::new(BackendKind::Ifma).map_err(|_| "dudect-p256: no AVX-512 IFMA on this CPU"),
+    ) else {
+        return;
+    };
+    let mut rng = StdRng::seed_from_u64(0x9256_0000);
+    let mut peer_key = [0u8; 32];
+    peer_key[31] = 7;
+    let peer = p256_public_key_batch(backend, &[&peer_key])[0].expect("public key");
+    let mut one = [0u8; 32];
+    one[31] = 1;
+    // Class 0: the scalar 1 in every lane; class 1: random scalars (top byte below 0xff, so
+    // below n). ECDH (variable base) and signing (k G on the lanes) with them as keys.
+    report("dudect-p256", "ifma", samples(), &mut rng, |class, rng| {
+        let keys: Vec<[u8; 32]> = (0..8)
+            .map(|_| {
+                if class == 0 {
+                    one
+                } else {
+                    let mut k: [u8; 32] = rng.gen();
+                    k[0] &= 0x7f;
+                    k[31] |= 1;
+                    k
+                }
+            })
+            .collect();
+        let digest = [3u8; 32];
+        let ejobs: Vec<P256EcdhJob<'_>> = keys
+            .iter()
+            .map(|private| P256EcdhJob {
+                private,
+                peer: &peer,
+            })
+            .collect();
+        let sjobs: Vec<EcdsaP256SignJob<'_>> = keys
+            .iter()
+            .map(|private| EcdsaP256SignJob {
+                private,
+                digest: &digest,
+                entropy: &digest,
+            })
+            .collect();
+        let t = Instant::now();
+        let a = p256_ecdh_batch(backend, &ejobs);
+        let b = ecdsa_p256_sign_batch(backend, &sjobs);
+        let dt = t.elapsed().as_nanos() as f64;
+        let _ = std::hint::black_box((a, b));
+        dt
+    });
 }

@@ -229,6 +229,8 @@ impl ConnTask {
         let ssl: &mut boring::ssl::SslRef = conn.as_mut();
         stats.ssl.record_success(ssl);
         let version = ssl.version_str().to_string();
+        // The client's certificate, for `x-forwarded-client-cert`.
+        let tls_peer = quickshake_http::TlsPeer::from_ssl(ssl);
         let sni = conn.server_name().map(str::to_ascii_lowercase);
         let chain = select_chain(&self.listener.chains.load(), sni.as_deref())?;
         let Network::Http(rt) = &chain.network else {
@@ -245,7 +247,13 @@ impl ConnTask {
         Some(Serving {
             h3,
             rt: rt.clone(),
-            info: ConnInfo::new(peer, self.local.to_string(), sni, Some(version)),
+            info: ConnInfo::with_tls_peer(
+                peer,
+                self.local.to_string(),
+                sni,
+                Some(version),
+                tls_peer,
+            ),
             bodies: HashMap::new(),
             pending: Vec::new(),
             heads: heads.clone(),

@@ -237,7 +237,13 @@ async fn serve_chain<S>(
         .servername(boring::ssl::NameType::HOST_NAME)
         .map(str::to_string);
     let alpn_h2 = ssl.selected_alpn_protocol() == Some(b"h2");
-    let info = ConnInfo::new(peer, local, sni, Some(ssl.version_str().to_string()));
+    let info = ConnInfo::with_tls_peer(
+        peer,
+        local,
+        sni,
+        Some(ssl.version_str().to_string()),
+        quickshake_http::TlsPeer::from_ssl(ssl),
+    );
     serve_network(tls_stream, chain, info, Some(alpn_h2), drain, guard).await;
 }
 
@@ -292,7 +298,7 @@ async fn serve_filter<S>(
             }
             serve_http(stream, http.clone(), info, alpn_h2, drain).await;
         }
-        Network::TcpProxy(tp) => serve_tcp_proxy(stream, tp).await,
+        Network::TcpProxy(tp) => serve_tcp_proxy(stream, tp, &info).await,
     }
 }
 

@@ -181,6 +181,7 @@ impl Cluster {
                 name: spec.name,
                 lb: spec.lb,
                 protocol: spec.protocol,
+                http2_windows: spec.http2_windows,
                 hosts: Arc::new(hosts),
                 connector: Connector {
                     timeout: spec.connect_timeout,
@@ -190,7 +191,7 @@ impl Cluster {
                 },
                 breakers,
                 stats,
-                pools: Pools::default(),
+                pools: Pools::new(spec.idle_timeout, spec.max_requests_per_connection),
                 limits: spec.limits,
                 health_check,
                 outlier,

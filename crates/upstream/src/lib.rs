@@ -56,7 +56,7 @@ pub use error::{OverflowKind, UpstreamError};
 pub use form::to_h1_form;
 pub use health::HostStatus;
 pub use pool::RequestBody;
-pub use request::{UpstreamBody, UpstreamHost, UpstreamLocalAddress};
+pub use request::{PreviousHosts, UpstreamBody, UpstreamHost, UpstreamLocalAddress};
 pub use spec::{
     ClusterSpec, Discovery, DnsFamily, HealthCheckKind, HealthCheckSpec, LbPolicy, Limits,
     OutlierSpec, Protocol, UpstreamTlsSpec,

@@ -32,6 +32,29 @@ use crate::stats::ClusterStats;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpstreamHost(pub std::net::SocketAddr);
 
+/// Request extension: the hosts a request's attempts went to, shared by its attempts.
+/// [`crate::Cluster::send`] records the host it picks here; with `avoid` (Envoy's
+/// `previous_hosts` retry host predicate) it picks again, up to `max_attempts` times, while the
+/// pick is one of them, then takes the last pick.
+#[derive(Debug, Clone, Default)]
+pub struct PreviousHosts {
+    pub tried: Arc<std::sync::Mutex<Vec<std::net::SocketAddr>>>,
+    pub avoid: bool,
+    pub max_attempts: u32,
+}
+
+impl PreviousHosts {
+    fn contains(&self, addr: std::net::SocketAddr) -> bool {
+        self.tried.lock().is_ok_and(|t| t.contains(&addr))
+    }
+
+    fn record(&self, addr: std::net::SocketAddr) {
+        if let Ok(mut t) = self.tried.lock() {
+            t.push(addr);
+        }
+    }
+}
+
 /// Response extension: the local address of the connection that carried the request (for the
 /// access log's `%UPSTREAM_LOCAL_ADDRESS%`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,10 +152,24 @@ pub(crate) async fn send(
 ) -> Result<Response<UpstreamBody>, UpstreamError> {
     sh.hosts.ensure_resolved().await;
     let permit = sh.breakers.acquire(OverflowKind::Requests, &sh.stats)?;
-    let host = sh
+    let mut host = sh
         .hosts
         .pick(sh.lb)
         .ok_or(UpstreamError::NoHealthyEndpoint)?;
+    if let Some(prev) = req.extensions().get::<PreviousHosts>() {
+        if prev.avoid {
+            for _ in 0..prev.max_attempts {
+                if !prev.contains(host.addr) {
+                    break;
+                }
+                host = sh
+                    .hosts
+                    .pick(sh.lb)
+                    .ok_or(UpstreamError::NoHealthyEndpoint)?;
+            }
+        }
+        prev.record(host.addr);
+    }
     let addr = host.addr;
     let mut guard = RequestGuard::new(&sh.stats, host.clone(), permit);
     let ep = sh.pools.endpoint(&sh.hosts, addr);
@@ -169,7 +206,7 @@ pub(crate) async fn send(
                         .send_request(req)
                         .await
                         .map_err(UpstreamError::from_hyper)?;
-                    guard.reuse = Some((ep.clone(), (s, local)));
+                    guard.reuse = Some((ep.clone(), (s, local, 1)));
                     resp
                 }
             }
@@ -180,7 +217,7 @@ pub(crate) async fn send(
             // gets one fresh replacement if it never took the request.
             let mut fresh_tried = false;
             loop {
-                let (mut s, l) = h2_sender(sh, &ep, &host).await?;
+                let (mut s, l, _) = h2_sender(sh, &ep, &host).await?;
                 local = l;
                 let unsent = match s.ready().await {
                     Err(e) => (Some(req), e),
@@ -229,13 +266,13 @@ async fn send_on_idle(
     mut req: Request<RequestBody>,
     guard: &mut RequestGuard,
 ) -> Result<Reuse, UpstreamError> {
-    while let Some((mut s, local)) = ep.pop_idle() {
+    while let Some((mut s, local, uses)) = ep.pop_idle() {
         if s.ready().await.is_err() {
             continue;
         }
         guard.dispatch();
         match s.try_send_request(req).await {
-            Ok(resp) => return Ok(Reuse::Sent(resp, (s, local))),
+            Ok(resp) => return Ok(Reuse::Sent(resp, (s, local, uses + 1))),
             Err(mut e) => match e.take_message() {
                 Some(r) => req = r,
                 None => return Err(UpstreamError::from_hyper(e.into_error())),
@@ -251,8 +288,11 @@ async fn h2_sender(
     host: &Arc<Host>,
 ) -> Result<Pooled<H2>, UpstreamError> {
     let mut slot = ep.h2.lock().await;
-    if let Some(s) = slot.as_ref().filter(|s| !s.0.is_closed()) {
-        return Ok(s.clone());
+    if let Some(s) = slot.as_ref().filter(|s| !s.0.is_closed()).cloned() {
+        if ep.h2_stream_is_last() {
+            *slot = None; // max_requests_per_connection: the next request opens a new one
+        }
+        return Ok(s);
     }
     *slot = None;
     let stream = open_for_request(sh, host).await?;
@@ -260,6 +300,8 @@ async fn h2_sender(
     let io = TokioIo::new(stream);
     let (s, conn) = http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
+        .initial_stream_window_size(sh.http2_windows.0)
+        .initial_connection_window_size(sh.http2_windows.1)
         .handshake(io)
         .await
         .map_err(UpstreamError::from_hyper)?;
@@ -269,8 +311,11 @@ async fn h2_sender(
             tracing::debug!(error = %e, "upstream HTTP/2 connection ended");
         }
     });
-    *slot = Some((s.clone(), local));
-    Ok((s, local))
+    ep.h2_opened();
+    if !ep.h2_stream_is_last() {
+        *slot = Some((s.clone(), local, 0));
+    }
+    Ok((s, local, 0))
 }
 
 /// The response body [`crate::Cluster::send`] returns: hyper's `Incoming`,

@@ -17,6 +17,8 @@ pub(crate) struct Shared {
     pub(crate) name: String,
     pub(crate) lb: LbPolicy,
     pub(crate) protocol: Protocol,
+    /// `ClusterSpec::http2_windows`.
+    pub(crate) http2_windows: (Option<u32>, Option<u32>),
     pub(crate) hosts: Arc<HostSet>,
     pub(crate) connector: Connector,
     pub(crate) breakers: Arc<Breakers>,

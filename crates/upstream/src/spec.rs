@@ -17,6 +17,9 @@ pub struct ClusterSpec {
     pub limits: Limits,
     pub tls: Option<UpstreamTlsSpec>,
     pub protocol: Protocol,
+    /// HTTP/2 flow control the connections advertise: (`initial_stream_window_size`,
+    /// `initial_connection_window_size`); `None` keeps hyper's defaults.
+    pub http2_windows: (Option<u32>, Option<u32>),
     /// Active health checking (Envoy's `health_checks[0]`); `None`: every host is healthy.
     pub health_check: Option<HealthCheckSpec>,
     /// Passive health checking (Envoy's `outlier_detection`).
@@ -30,6 +33,13 @@ pub struct ClusterSpec {
     /// discovery (DNS, EDS) removes is dropped at once; otherwise (the default) it stays while
     /// its checks pass.
     pub ignore_health_on_host_removal: bool,
+    /// Envoy's upstream `common_http_protocol_options.idle_timeout`: an HTTP/1.1 connection
+    /// idle in the pool this long is closed. `None`: never.
+    pub idle_timeout: Option<Duration>,
+    /// `common_http_protocol_options.max_requests_per_connection`: a connection that has
+    /// carried this many requests takes no more (HTTP/1.1: it is closed when its last response
+    /// ends; HTTP/2: the next request opens a new one). `None`: no limit.
+    pub max_requests_per_connection: Option<u32>,
 }
 
 impl ClusterSpec {
@@ -50,11 +60,14 @@ impl ClusterSpec {
             limits: Limits::default(),
             tls: None,
             protocol: Protocol::Http1,
+            http2_windows: (None, None),
             health_check: None,
             outlier: None,
             healthy_panic_threshold: 50.0,
             dns_family: DnsFamily::All,
             ignore_health_on_host_removal: false,
+            idle_timeout: None,
+            max_requests_per_connection: None,
         }
     }
 }

@@ -40,6 +40,18 @@ pub fn to_json(type_url: &str, bytes: &[u8]) -> Result<Value, BridgeError> {
         .map_err(|e| decode_err(e.to_string()))
 }
 
+/// The string field `field` (a resource's name) of a serialized message of type `type_url`,
+/// read even when [`to_json`] fails on something nested in it (an `Any` of a type the
+/// descriptors do not have), so that the refusal can name the resource.
+pub fn resource_name(type_url: &str, bytes: &[u8], field: &str) -> Option<String> {
+    let pool = descriptors::pool().ok()?;
+    let name = type_url.rsplit('/').next().unwrap_or(type_url);
+    let desc = pool.get_message_by_name(name)?;
+    let msg = DynamicMessage::decode(desc, bytes).ok()?;
+    let value = msg.get_field_by_name(field)?;
+    value.as_str().map(str::to_owned)
+}
+
 #[cfg(test)]
 mod tests {
     use prost::Message;

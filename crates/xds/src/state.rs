@@ -278,7 +278,8 @@ pub enum ResponseError {
 struct Candidate {
     resources: Resources,
     touched: BTreeSet<String>,
-    /// A name given twice: the first is taken, the second refused (as Envoy's LDS and CDS do).
+    /// A name given twice: the first is taken, the second refused (as Envoy's LDS and CDS do);
+    /// a resource that does not decode (an extension whose type quickshake does not know).
     refused: Vec<Fault>,
 }
 
@@ -313,7 +314,34 @@ fn candidate(
                 type_url: type_url.clone(),
             });
         }
-        let json = bridge::to_json(type_url, bytes)?;
+        let json = match bridge::to_json(type_url, bytes) {
+            Ok(json) => json,
+            Err(e) => {
+                // Refused alone, as Envoy refuses a resource that names an extension it does
+                // not have: its accepted version (if any) keeps serving. Only a resource with
+                // no readable name fails the whole update.
+                let name = match name {
+                    Some(n) if !n.is_empty() => Some(n.clone()),
+                    _ => bridge::resource_name(type_url, bytes, kind.name_field()),
+                };
+                let Some(name) = name.filter(|n| !n.is_empty()) else {
+                    return Err(e.into());
+                };
+                if !seen.insert(name.clone()) {
+                    continue;
+                }
+                match current.get(&kind).and_then(|m| m.get(&name)) {
+                    Some(old) => {
+                        map.insert(name.clone(), old.clone());
+                    }
+                    None => {
+                        map.remove(&name);
+                    }
+                }
+                refused.push(Fault::new(kind, name, e));
+                continue;
+            }
+        };
         let own = json
             .get(kind.name_field())
             .and_then(Value::as_str)

@@ -284,3 +284,77 @@ fn sotw_keeps_the_previous_version_of_a_refused_resource_and_names_duplicates() 
     );
     assert_eq!(kept["a"].json.get("type"), None, "the first `a` is taken");
 }
+
+/// A listener naming a filter type quickshake's descriptors do not have cannot be decoded: it
+/// is refused alone, named in the NACK, and the other listener of the update is taken (Envoy
+/// refuses such a listener the same way: no registered implementation for its type).
+#[test]
+fn a_resource_that_does_not_decode_is_refused_alone() {
+    use envoy_types::pb::envoy::config::listener::v3::{filter, Filter, FilterChain};
+    use envoy_types::pb::google::protobuf::Any;
+    let listener = |name: &str, filter_type: Option<&str>| {
+        let mut l = Listener {
+            name: name.into(),
+            ..Default::default()
+        };
+        if let Some(t) = filter_type {
+            l.filter_chains = vec![FilterChain {
+                filters: vec![Filter {
+                    name: "unknown".into(),
+                    config_type: Some(filter::ConfigType::TypedConfig(Any {
+                        type_url: format!("type.googleapis.com/{t}"),
+                        value: vec![8, 1],
+                    })),
+                }],
+                ..Default::default()
+            }];
+        }
+        (
+            None,
+            String::new(),
+            Kind::Listener.type_url().to_owned(),
+            l.encode_to_vec(),
+        )
+    };
+    for delta in [false, true] {
+        let mut s = Stream::new(delta, &Kind::ALL, Source::Ads);
+        let mut res = Resources::new();
+        s.connected(&res);
+        let (_, v) = s.respond(
+            response(Kind::Listener, "1", "n1", vec![listener("old", None)]),
+            &mut res,
+            &mut |_| Ok(()),
+        );
+        assert!(matches!(v, Verdict::Accepted { .. }), "{v:?}");
+        let (out, v) = s.respond(
+            response(
+                Kind::Listener,
+                "2",
+                "n2",
+                vec![
+                    listener("old", Some("no.such.Filter")),
+                    listener("new", None),
+                ],
+            ),
+            &mut res,
+            &mut |_| Ok(()),
+        );
+        assert!(matches!(v, Verdict::Partial { applied: true, .. }), "{v:?}");
+        let message = out[0].error.clone().unwrap_or_default();
+        assert!(
+            message.starts_with("Error adding/updating listener(s) old: cannot decode")
+                && message.contains("no.such.Filter"),
+            "{message}"
+        );
+        let kept = &res[&Kind::Listener];
+        assert_eq!(
+            kept.keys().collect::<Vec<_>>(),
+            ["new", "old"],
+            "delta {delta}"
+        );
+        assert!(
+            kept["old"].json.get("filter_chains").is_none(),
+            "the accepted version of `old` serves"
+        );
+    }
+}

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::access_log::AccessLog;
+use super::filter_config::{FaultConfig, GrpcStatsFilter};
 use super::route::{HeaderMatcher, RouteSource, VirtualHost};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +61,46 @@ pub struct HttpConnectionManager {
     /// `stream_idle_timeout` (default 5 minutes; `0s`: `None`, disabled): how long a request
     /// may wait for its upstream response with no activity (504, or 408 mid-body).
     pub stream_idle_timeout: Option<Duration>,
+    /// `forward_client_cert_details` (default SANITIZE) with `set_current_client_cert_details`.
+    pub forward_client_cert: ForwardClientCert,
+    /// `http_protocol_options` (HTTP/1).
+    pub http1: Http1Options,
+}
+
+/// `forward_client_cert_details`: what becomes of the request's `x-forwarded-client-cert`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ForwardClientCert {
+    /// `SANITIZE`: removed.
+    #[default]
+    Sanitize,
+    /// `FORWARD_ONLY`: kept on mTLS connections, removed otherwise.
+    ForwardOnly,
+    /// `APPEND_FORWARD`: on mTLS connections this hop's element is appended; removed otherwise.
+    AppendForward(ClientCertDetails),
+    /// `SANITIZE_SET`: on mTLS connections replaced by this hop's element; removed otherwise.
+    SanitizeSet(ClientCertDetails),
+    /// `ALWAYS_FORWARD_ONLY`: always kept as it came.
+    AlwaysForwardOnly,
+}
+
+/// `set_current_client_cert_details`: the fields of this hop's XFCC element besides `By` and
+/// `Hash` (which are always there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClientCertDetails {
+    pub subject: bool,
+    pub cert: bool,
+    pub chain: bool,
+    pub uri: bool,
+    pub dns: bool,
+}
+
+/// The connection manager's `http_protocol_options` (`Http1ProtocolOptions`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Http1Options {
+    /// `accept_http_10` (default false: Envoy answers HTTP/1.0 requests 426).
+    pub accept_http_10: bool,
+    /// `default_host_for_http_10`: the `Host` given to an HTTP/1.0 request without one.
+    pub default_host_for_http_10: Option<String>,
 }
 
 /// The connection manager's `http2_protocol_options` quickshake applies; `None` keeps the
@@ -142,6 +183,16 @@ pub enum HttpFilter {
     HealthCheck(HealthCheckFilter),
     /// `envoy.filters.http.compressor`.
     Compressor(CompressorFilter),
+    /// `envoy.filters.http.cors`: its policies are per route (`typed_per_filter_config` under
+    /// `name`, or the route's and virtual host's `cors`).
+    Cors { name: String },
+    /// `envoy.filters.http.fault`: `config`, or a route's override under `name`.
+    Fault { name: String, config: FaultConfig },
+    /// `envoy.filters.http.grpc_stats`.
+    GrpcStats(GrpcStatsFilter),
+    /// `envoy.filters.http.grpc_web`: gRPC-Web requests (`application/grpc-web*`) go upstream
+    /// as gRPC, and their answers come back as gRPC-Web (trailers in the body).
+    GrpcWeb,
 }
 
 /// `envoy.extensions.filters.http.health_check.v3.HealthCheck`.

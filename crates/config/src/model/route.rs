@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::filter_config::{CorsPolicy, Fraction, PerFilterConfigs};
 use super::xds::ConfigSource;
 
 /// Where an HTTP connection manager's routes come from.
@@ -47,6 +48,8 @@ pub struct RouteConfig {
     pub ignore_port_in_host_matching: bool,
     /// The route configuration's header mutations (applied after the virtual host's).
     pub mutations: HeaderMutations,
+    /// `typed_per_filter_config` (least specific level).
+    pub per_filter: PerFilterConfigs,
 }
 
 /// One level's `request_headers_to_add` / `_to_remove` and `response_headers_to_add` /
@@ -94,6 +97,29 @@ pub struct VirtualHost {
     pub domains: Vec<String>,
     pub routes: Vec<Route>,
     pub mutations: HeaderMutations,
+    /// `typed_per_filter_config`.
+    pub per_filter: PerFilterConfigs,
+    /// `cors` (the older `envoy.config.route.v3.CorsPolicy`): used by the CORS filter when no
+    /// level has a `typed_per_filter_config` policy.
+    pub cors: Option<CorsPolicy>,
+    /// `require_tls` (default NONE).
+    pub require_tls: RequireTls,
+    /// `include_request_attempt_count`: `x-envoy-attempt-count` on each upstream attempt.
+    pub include_request_attempt_count: bool,
+    /// `include_attempt_count_in_response`: `x-envoy-attempt-count` on the response.
+    pub include_attempt_count_in_response: bool,
+}
+
+/// A virtual host's `require_tls`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RequireTls {
+    #[default]
+    None,
+    /// `EXTERNAL_ONLY`: a plaintext request not marked `x-envoy-internal: true` is redirected
+    /// (301) to `https`.
+    ExternalOnly,
+    /// `ALL`: every plaintext request is redirected (301) to `https`.
+    All,
 }
 
 #[derive(Debug, Clone)]
@@ -106,8 +132,14 @@ pub struct Route {
     pub case_sensitive: bool,
     /// `match.headers`: every one must match.
     pub headers: Vec<HeaderMatcher>,
+    /// `match.query_parameters`: every one must match.
+    pub query_parameters: Vec<QueryParameterMatcher>,
     pub action: RouteAction,
     pub mutations: HeaderMutations,
+    /// `typed_per_filter_config` (most specific level).
+    pub per_filter: PerFilterConfigs,
+    /// `route.cors` (the older `envoy.config.route.v3.CorsPolicy`).
+    pub cors: Option<CorsPolicy>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,6 +193,30 @@ pub enum StringMatch {
     Contains(String),
     /// `safe_regex.regex`, anchored: the whole value must match (RE2 semantics).
     Regex(regex::Regex),
+}
+
+/// A route's `match.query_parameters[]`: the parameter's first value as written (Envoy does
+/// not percent-decode it for matching), as Envoy's `QueryParameterMatcher` sees it.
+#[derive(Debug, Clone)]
+pub struct QueryParameterMatcher {
+    pub name: String,
+    /// `string_match`; `None`: `present_match` (the parameter is there, any value).
+    pub value: Option<StringMatcher>,
+}
+
+impl QueryParameterMatcher {
+    /// Whether the parameter's first value in `query` (without the `?`) matches.
+    pub fn matches(&self, query: &str) -> bool {
+        let first = query
+            .split('&')
+            .map(|kv| kv.split_once('=').unwrap_or((kv, "")))
+            .find(|(k, _)| *k == self.name);
+        match (first, &self.value) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some((_, v)), Some(m)) => m.matches(v),
+        }
+    }
 }
 
 impl StringMatcher {
@@ -234,6 +290,75 @@ pub struct RouteTarget {
     /// enables (`enabled`, default true) or disables it. An entry here overrides the
     /// connection manager's `upgrade_configs` for that type (matched case-insensitively).
     pub upgrades: Vec<(String, bool)>,
+    /// `max_grpc_timeout`: for a gRPC request the timeout is its `grpc-timeout` (none when
+    /// absent), capped by this unless zero; `None`: the route's `timeout` applies.
+    pub max_grpc_timeout: Option<Duration>,
+    /// `grpc_timeout_offset`: taken off `grpc-timeout` when it is larger.
+    pub grpc_timeout_offset: Option<Duration>,
+    /// `regex_rewrite` (applied after `prefix_rewrite` would be: only one may be set).
+    pub regex_rewrite: Option<RegexRewrite>,
+    /// `host_rewrite_literal`: the `Host` sent upstream.
+    pub host_rewrite_literal: Option<String>,
+    /// `append_x_forwarded_host`: a host rewrite appends the original host to
+    /// `x-forwarded-host` (unless it is already its last value).
+    pub append_x_forwarded_host: bool,
+    /// `idle_timeout`: the stream idle timeout for this route, in place of the connection
+    /// manager's `stream_idle_timeout`; `Some(ZERO)` disables it.
+    pub idle_timeout: Option<Duration>,
+    /// `request_mirror_policies`: each sends a copy of the request (fire and forget).
+    pub mirrors: Vec<RequestMirror>,
+    /// `cluster_not_found_response_code`: the status when the cluster does not exist (503
+    /// SERVICE_UNAVAILABLE by default, 404 NOT_FOUND, 500 INTERNAL_SERVER_ERROR).
+    pub cluster_not_found_status: u16,
+    /// `weighted_clusters.clusters[]` (then `cluster` is the first of them): each request
+    /// goes to one, drawn by weight.
+    pub weighted: Vec<WeightedCluster>,
+}
+
+/// One of a route's `weighted_clusters`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WeightedCluster {
+    pub name: String,
+    pub weight: u32,
+    /// Its header mutations, applied before the route's (Envoy's order).
+    pub mutations: HeaderMutations,
+}
+
+/// `regex_rewrite` (`RegexMatchAndSubstitute`): every match of `pattern` in the path (the
+/// query is kept) is replaced by `substitution`, whose `\N` name capture groups (RE2's syntax).
+#[derive(Debug, Clone)]
+pub struct RegexRewrite {
+    pub pattern: regex::Regex,
+    /// As configured (RE2 syntax).
+    pub substitution: String,
+    /// `substitution` in the `regex` crate's replacement syntax.
+    pub replacement: String,
+}
+
+impl PartialEq for RegexRewrite {
+    fn eq(&self, other: &Self) -> bool {
+        self.pattern.as_str() == other.pattern.as_str() && self.substitution == other.substitution
+    }
+}
+impl Eq for RegexRewrite {}
+
+impl RegexRewrite {
+    /// The path with every match replaced.
+    pub fn apply(&self, path: &str) -> String {
+        self.pattern
+            .replace_all(path, self.replacement.as_str())
+            .into_owned()
+    }
+}
+
+/// One of a route's `request_mirror_policies`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestMirror {
+    pub cluster: String,
+    /// `runtime_fraction.default_value` (all requests when absent).
+    pub fraction: Fraction,
+    /// `disable_shadow_host_suffix_append`: false appends `-shadow` to the mirror's `Host`.
+    pub disable_shadow_host_suffix_append: bool,
 }
 
 /// A route's `retry_policy`.
@@ -248,14 +373,32 @@ pub struct RetryPolicy {
     pub per_try_timeout: Option<Duration>,
     /// `retriable_status_codes` (each 100..=599).
     pub retriable_status_codes: Vec<u16>,
+    /// `retry_host_predicate` `envoy.retry_host_predicates.previous_hosts`: a retry avoids the
+    /// hosts already tried, re-picking up to `host_selection_retry_max_attempts` times.
+    pub previous_hosts: bool,
+    /// `host_selection_retry_max_attempts` (default 1).
+    pub host_selection_retry_max_attempts: u32,
+    /// `retry_back_off` (`base_interval`, `max_interval`): before retry `n` (from 1) a wait drawn
+    /// uniformly in `[0, min(base * 2^(n-1), max)]` (Envoy's jittered exponential back-off);
+    /// `None` retries at once.
+    pub back_off: Option<(Duration, Duration)>,
 }
 
-/// A route's `redirect` action.
+/// A route's `redirect` action: the `Location` is built as Envoy's `Http::Utility::newUri`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Redirect {
     pub https_redirect: bool,
+    /// `scheme_redirect` (its other form, `https_redirect`, above).
+    pub scheme_redirect: Option<String>,
     pub host_redirect: Option<String>,
+    /// `port_redirect` (non-zero).
+    pub port_redirect: Option<u32>,
     pub path_redirect: Option<String>,
+    /// `prefix_rewrite`: the route's matched prefix replaced in the path.
+    pub prefix_rewrite: Option<String>,
+    pub regex_rewrite: Option<RegexRewrite>,
+    /// `strip_query` (not for a `path_redirect` that has its own query).
+    pub strip_query: bool,
     /// `response_code`: MOVED_PERMANENTLY 301 (default), FOUND 302, SEE_OTHER 303,
     /// TEMPORARY_REDIRECT 307, PERMANENT_REDIRECT 308.
     pub response_code: u16,

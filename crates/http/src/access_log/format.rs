@@ -150,6 +150,9 @@ fn value<'a>(c: &FormatCommand, r: &'a LogRecord) -> Val<'a> {
         O::ResponseFlagsLong => Val::Str(Cow::Borrowed(match r.response_flags {
             Some("NR") => "NoRouteFound",
             Some("NC") => "NoClusterFound",
+            Some("DI") => "DelayInjected",
+            Some("FI") => "FaultInjected",
+            Some("DI,FI") => "DelayInjected,FaultInjected",
             Some(other) => other,
             None => "-",
         })),

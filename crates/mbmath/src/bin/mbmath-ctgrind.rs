@@ -14,6 +14,13 @@
 //! Modes:
 //! * `ct` (default): full RSA-2048 CRT batch on the portable and (if the CPU
 //!   and valgrind offer them) AVX2 and FMA backends. Must produce no memcheck error.
+//! * `mlkem`: ML-KEM-768 encapsulation of 3 lanes (two keys) with the randomness `m` marked
+//!   secret, on the same backends (AVX2 and FMA run the AVX2 Keccak and NTT; AVX-512 is out
+//!   of valgrind's reach). Must produce no memcheck error; the ciphertexts and shared secrets
+//!   are declassified and compared with kyber-py's known answers.
+//! * `p256`: P-256 ECDH (private scalar secret) and ECDSA signing for a given nonce (key and
+//!   nonce secret), portable code. Must produce no memcheck error; outputs are compared with
+//!   an unmarked reference and RFC 6979 A.2.5.
 //! * `leaky-branch`: control; square-and-multiply branching on exponent bits.
 //!   Must be flagged ("Conditional jump or move depends on uninitialised value").
 //! * `leaky-index`: control; table lookup indexed by a secret.
@@ -23,7 +30,10 @@
 
 use std::hint::black_box;
 
-use quickshake_mbmath::{rsa_private_crt_batch_unchecked, Avx2Token, Backend, FmaToken, RsaCrtKey};
+use quickshake_mbmath::{
+    ecdsa_p256_sign_with_nonce_unchecked, mlkem768_encaps_batch, p256_ecdh_unchecked,
+    rsa_private_crt_batch_unchecked, Avx2Token, Backend, FmaToken, MlKemEncapsJob, RsaCrtKey,
+};
 
 #[cfg(target_arch = "x86_64")]
 fn client_request(request: u64, arg1: u64, arg2: u64) -> u64 {
@@ -133,15 +143,7 @@ fn run_ct() {
     msgs.push(n_minus_1);
     let lane_keys = [&keys[0], &keys[0], &keys[1], &keys[1]];
 
-    let mut backends = vec![Backend::Portable];
-    match Avx2Token::new() {
-        Some(t) => backends.push(Backend::Avx2(t)),
-        None => println!("note: AVX2 not available (CPU or valgrind); portable only"),
-    }
-    match FmaToken::new() {
-        Some(t) => backends.push(Backend::Fma(t)),
-        None => println!("note: FMA not available (CPU, valgrind or MXCSR); not checked"),
-    }
+    let backends = ct_backends();
 
     // Reference outputs, computed before anything is marked.
     let lanes: Vec<(&RsaCrtKey, &[u8])> = lane_keys
@@ -172,6 +174,66 @@ fn run_ct() {
     }
     for key in &keys {
         key.for_each_secret_region(mark_defined);
+    }
+}
+
+/// The portable backend and, where the CPU and valgrind offer them, AVX2 and FMA.
+fn ct_backends() -> Vec<Backend> {
+    let mut backends = vec![Backend::Portable];
+    match Avx2Token::new() {
+        Some(t) => backends.push(Backend::Avx2(t)),
+        None => println!("note: AVX2 not available (CPU or valgrind); portable only"),
+    }
+    match FmaToken::new() {
+        Some(t) => backends.push(Backend::Fma(t)),
+        None => println!("note: FMA not available (CPU, valgrind or MXCSR); not checked"),
+    }
+    backends
+}
+
+fn run_mlkem_ct() {
+    // (ek, m, K, c) of the first known answers (kyber-py 1.2.0).
+    let vectors: Vec<[Vec<u8>; 4]> = include_str!("../../../../testdata/mlkem/mlkem768_encaps.txt")
+        .lines()
+        .filter(|l| l.starts_with("valid "))
+        .take(2)
+        .map(|l| {
+            let field = |name: &str| {
+                hex_bytes(
+                    l.split_whitespace()
+                        .find_map(|f| f.strip_prefix(name))
+                        .expect("field"),
+                )
+            };
+            [field("ek="), field("m="), field("K="), field("c=")]
+        })
+        .collect();
+    let lane_vectors = [&vectors[0], &vectors[1], &vectors[0]];
+    let ms: Vec<[u8; 32]> = lane_vectors
+        .iter()
+        .map(|v| v[1].clone().try_into().expect("32-byte m"))
+        .collect();
+    for backend in ct_backends() {
+        for m in &ms {
+            secret(m);
+        }
+        let jobs: Vec<MlKemEncapsJob<'_>> = lane_vectors
+            .iter()
+            .zip(&ms)
+            .map(|(v, m)| MlKemEncapsJob { ek: &v[0], m })
+            .collect();
+        let out = mlkem768_encaps_batch(backend, &jobs);
+        for m in &ms {
+            declassify(m);
+        }
+        for (o, v) in out.iter().zip(lane_vectors) {
+            let o = o.as_ref().expect("valid key");
+            declassify(&o.shared_secret);
+            declassify(o.ciphertext.as_slice());
+            assert_eq!(o.shared_secret[..], v[2][..], "backend {}", backend.kind());
+            assert_eq!(o.ciphertext, v[3], "backend {}", backend.kind());
+        }
+        println!("mlkem: backend {} ok ({} lanes)", backend.kind(), out.len());
     }
 }
 
@@ -214,16 +276,52 @@ fn run_leaky_index() {
     println!("leaky-index: {acc}");
 }
 
+/// P-256 (portable code, every backend runs it): ECDH with the private scalar secret, and
+/// ECDSA signing with the private key and the nonce `k` secret (the DRBG's range check and
+/// the r/s = 0 retries are the only branches of the full signing path; they sit outside the
+/// `_unchecked` entries, see `p256::ecdsa`). Outputs are declassified and compared with a
+/// reference computed on unmarked inputs.
+fn run_p256_ct() {
+    let hex32 = |h: &str| -> [u8; 32] { hex_bytes(h).try_into().expect("32 bytes") };
+    let d = hex32("c9afa9d845ba75166b5c215767b1d6934e50c3db36e89b127b8a622b120f6721");
+    let k = hex32("a6e3c57dd01abe90086538398355dd4c3b17aa873382b0f24d6129493d8aad60");
+    let digest = hex32("af2bdbe1aa9b6ec1e2ade1d694f41fc71a831d0268e9891562113d8a62add1bf");
+    // The RFC 6979 A.2.5 key's public point serves as the peer.
+    let peer = hex_bytes(
+        "0460fed4ba255a9d31c961eb74c6356d68c049b8923b61fa6ce669622e60f29fb6\
+         7903fe1008b8bc99a41ae9e95628bc64f2f1b20c2d7e9f5177a3c294d4462299",
+    );
+    let ref_ecdh = p256_ecdh_unchecked(&d, &peer).expect("valid point");
+    let ref_sig = ecdsa_p256_sign_with_nonce_unchecked(&d, &digest, &k);
+    let (sd, sk) = (black_box(d), black_box(k));
+    secret(&sd);
+    secret(&sk);
+    let ecdh = p256_ecdh_unchecked(&sd, &peer).expect("valid point");
+    let sig = ecdsa_p256_sign_with_nonce_unchecked(&sd, &digest, &sk);
+    declassify(&ecdh);
+    declassify(&sig);
+    assert_eq!(ecdh, ref_ecdh, "p256: ECDH differs from the reference");
+    assert_eq!(sig, ref_sig, "p256: signature differs from the reference");
+    // RFC 6979 A.2.5, message "sample".
+    assert_eq!(
+        sig.0.r,
+        hex32("efd48b2aacb6a8fd1140dd9cd45e81d69d2c877b56aaf991c34d0ea84eaf3716")
+    );
+    println!("p256: ecdh and ecdsa sign ok");
+}
+
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "ct".into());
     let on_valgrind = client_request(RUNNING_ON_VALGRIND, 0, 0) != 0;
     println!("mbmath-ctgrind mode={mode} running_on_valgrind={on_valgrind}");
     match mode.as_str() {
         "ct" => run_ct(),
+        "mlkem" => run_mlkem_ct(),
+        "p256" => run_p256_ct(),
         "leaky-branch" => run_leaky_branch(),
         "leaky-index" => run_leaky_index(),
         other => {
-            eprintln!("unknown mode {other:?} (ct | leaky-branch | leaky-index)");
+            eprintln!("unknown mode {other:?} (ct | mlkem | p256 | leaky-branch | leaky-index)");
             std::process::exit(2);
         }
     }

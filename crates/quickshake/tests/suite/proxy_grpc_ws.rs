@@ -33,7 +33,7 @@ fn grpc_gateway(up: &Upstream) -> Gateway {
 
 /// What a gRPC call returned.
 #[derive(Debug)]
-struct GrpcReply {
+pub(crate) struct GrpcReply {
     status: StatusCode,
     headers: HeaderMap,
     data: Bytes,
@@ -41,7 +41,7 @@ struct GrpcReply {
 }
 
 /// One unary call per message, over one TLS connection with ALPN h2 (hyper's HTTP/2 client).
-fn grpc_calls(port: u16, path: &str, msgs: &[&[u8]]) -> Vec<GrpcReply> {
+pub(crate) fn grpc_calls(port: u16, path: &str, msgs: &[&[u8]]) -> Vec<GrpcReply> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

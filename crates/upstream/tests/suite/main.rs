@@ -8,5 +8,6 @@ mod common;
 mod health;
 mod http;
 mod raw;
+mod reuse;
 mod tls;
 mod workers;
