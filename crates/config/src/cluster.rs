@@ -666,14 +666,21 @@ fn dns_cluster<'a>(node: &Node<'a>) -> Result<DnsClusterType<'a>> {
     let lookup_family = d
         .get("dns_lookup_family")
         .map(|f| {
-            f.enum_index(&["UNSPECIFIED", "AUTO", "V4_ONLY", "V6_ONLY", "V4_PREFERRED", "ALL"])
-                .map(|i| match i {
-                    0 | 1 => DnsLookupFamily::Auto,
-                    2 => DnsLookupFamily::V4Only,
-                    3 => DnsLookupFamily::V6Only,
-                    4 => DnsLookupFamily::V4Preferred,
-                    _ => DnsLookupFamily::All,
-                })
+            f.enum_index(&[
+                "UNSPECIFIED",
+                "AUTO",
+                "V4_ONLY",
+                "V6_ONLY",
+                "V4_PREFERRED",
+                "ALL",
+            ])
+            .map(|i| match i {
+                0 | 1 => DnsLookupFamily::Auto,
+                2 => DnsLookupFamily::V4Only,
+                3 => DnsLookupFamily::V6Only,
+                4 => DnsLookupFamily::V4Preferred,
+                _ => DnsLookupFamily::All,
+            })
         })
         .transpose()?;
     Ok(DnsClusterType {

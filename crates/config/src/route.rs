@@ -220,7 +220,7 @@ fn route(node: &Node<'_>, clusters: Option<&ClusterNames>, max_body: u64) -> Res
         .collect::<Result<Vec<_>>>()?;
     let action = match o.present(&ACTIONS).as_slice() {
         ["direct_response"] => direct_response(&o.req("direct_response")?, max_body)?,
-        ["route"] => RouteAction::Route(route_target(&o.req("route")?, clusters)?),
+        ["route"] => RouteAction::Route(Box::new(route_target(&o.req("route")?, clusters)?)),
         ["redirect"] => RouteAction::Redirect(redirect(&o.req("redirect")?)?),
         [] => return Err(node.err("needs one of direct_response, route, redirect")),
         many => {
@@ -389,9 +389,14 @@ fn route_target(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Rout
         ],
     )?;
     let weighted = match (o.get("cluster"), o.get("weighted_clusters")) {
-        (Some(_), Some(w)) => return Err(w.err("only one of cluster, weighted_clusters may be set")),
+        (Some(_), Some(w)) => {
+            return Err(w.err("only one of cluster, weighted_clusters may be set"))
+        }
         (None, None) => return Err(o.missing("cluster")),
-        (_, w) => w.map(|w| weighted_clusters(&w, clusters)).transpose()?.unwrap_or_default(),
+        (_, w) => w
+            .map(|w| weighted_clusters(&w, clusters))
+            .transpose()?
+            .unwrap_or_default(),
     };
     let cluster = match (o.get("cluster"), weighted.first()) {
         (Some(c), _) => match clusters {
@@ -408,7 +413,7 @@ fn route_target(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Rout
     let prefix_rewrite = o.opt_str("prefix_rewrite")?.map(str::to_owned);
     let regex_rewrite = o
         .get("regex_rewrite")
-        .map(|r| crate::rewrite::regex_rewrite(&r))
+        .map(|r| crate::rewrite::regex_rewrite(&r).map(Box::new))
         .transpose()?;
     if prefix_rewrite.is_some() && regex_rewrite.is_some() {
         return Err(node.err("only one of prefix_rewrite, regex_rewrite may be set"));
@@ -583,13 +588,21 @@ fn retry_policy(node: &Node<'_>) -> Result<RetryPolicy> {
     })
 }
 
-/// `weighted_clusters` `{clusters[] {name, weight, request/response header mutations,
+/// `weighted_clusters` `{clusters[] {name, weight, request_headers_to_add/_to_remove,
 /// metadata}, total_weight}`: at least one cluster with a weight; `total_weight`, when given,
 /// the sum (as Envoy checks).
-fn weighted_clusters(node: &Node<'_>, names: Option<&ClusterNames>) -> Result<Vec<WeightedCluster>> {
+fn weighted_clusters(
+    node: &Node<'_>,
+    names: Option<&ClusterNames>,
+) -> Result<Vec<WeightedCluster>> {
     let o = node.obj_with(
         &["clusters", "total_weight"],
-        &["runtime_key_prefix", "header_name", "random_value_specifier", "use_hash_policy"],
+        &[
+            "runtime_key_prefix",
+            "header_name",
+            "random_value_specifier",
+            "use_hash_policy",
+        ],
     )?;
     let mut out = Vec::new();
     for c in o.items("clusters") {
@@ -599,11 +612,15 @@ fn weighted_clusters(node: &Node<'_>, names: Option<&ClusterNames>) -> Result<Ve
                 "weight",
                 "request_headers_to_add",
                 "request_headers_to_remove",
-                "response_headers_to_add",
-                "response_headers_to_remove",
                 "metadata",
             ],
-            &["cluster_header", "typed_per_filter_config", "host_rewrite_literal"],
+            &[
+                "cluster_header",
+                "typed_per_filter_config",
+                "host_rewrite_literal",
+                "response_headers_to_add",
+                "response_headers_to_remove",
+            ],
         )?;
         if let Some(m) = co.get("metadata") {
             crate::no_effect::metadata(&m)?;

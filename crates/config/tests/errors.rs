@@ -247,10 +247,10 @@ fn not_supported_yet() {
             Box::new(|v| {
                 seed_hcm(v)["route_config"]["virtual_hosts"][0]["routes"][0] = json!({
                     "match": {"prefix": "/"},
-                    "route": {"weighted_clusters": {"clusters": []}}
+                    "route": {"cluster_header": "x-cluster"}
                 })
             }),
-            "static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes[0].route.weighted_clusters",
+            "static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes[0].route.cluster_header",
             "not supported yet",
         ),
         (

@@ -109,7 +109,7 @@ fn proxy_config_parses() {
         panic!("{:?}", routes[0].action)
     };
     assert_eq!(
-        *api_route,
+        **api_route,
         RouteTarget {
             cluster: "api".into(),
             timeout: Some(Duration::from_secs(30)),

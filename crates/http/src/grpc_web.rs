@@ -111,7 +111,7 @@ mod tests {
         t.insert("grpc-status", HeaderValue::from_static("0"));
         t.insert("grpc-message", HeaderValue::from_static("ok"));
         let f = trailer_frame(&t);
-        assert_eq!(&f[..5], &[0x80, 0, 0, 0, 30]);
+        assert_eq!(&f[..5], &[0x80, 0, 0, 0, 32]);
         assert_eq!(&f[5..], b"grpc-status:0\r\ngrpc-message:ok\r\n");
     }
 }

@@ -41,6 +41,10 @@ pub(crate) struct Forwarded {
     /// `x-forwarded-for` and `x-request-id` as sent upstream (the access log shows these).
     pub x_forwarded_for: Option<String>,
     pub request_id: Option<String>,
+    /// Envoy's `%RESPONSE_FLAGS%` for a request that failed upstream (`UT`, `SI`, `UF`, ...).
+    pub response_flags: Option<&'static str>,
+    /// Envoy's `%RESPONSE_CODE_DETAILS%` where quickshake sets one for such a failure.
+    pub details: Option<&'static str>,
 }
 
 /// The virtual host's `include_request_attempt_count` and `include_attempt_count_in_response`:
@@ -94,6 +98,7 @@ pub(crate) async fn forward<B: RequestBody>(
         upstream_local_address: None,
         x_forwarded_for: header("x-forwarded-for"),
         request_id: header("x-request-id"),
+        ..Forwarded::default()
     };
     if upgrade {
         return (
@@ -181,6 +186,8 @@ pub(crate) async fn forward<B: RequestBody>(
             Ok(o) => o,
             Err(Expired::Idle) => {
                 rt.stats.downstream_rq_idle_timeout.inc();
+                fwd.response_flags = Some("SI");
+                fwd.details = Some("stream_idle_timeout");
                 return (
                     error_response(activity.idle_status(), "stream timeout"),
                     fwd,
@@ -192,6 +199,12 @@ pub(crate) async fn forward<B: RequestBody>(
                 let whole_expired = deadline.is_some_and(|d| Instant::now() >= d);
                 if whole_expired || !retries_on(policy, "reset") || retry_permit(cluster).is_none()
                 {
+                    fwd.response_flags = Some("UT");
+                    fwd.details = Some(if whole_expired {
+                        "response_timeout"
+                    } else {
+                        "upstream_per_try_timeout"
+                    });
                     return (last, fwd);
                 }
                 continue;
@@ -223,6 +236,10 @@ pub(crate) async fn forward<B: RequestBody>(
                     || attempt + 1 >= tries
                     || retry_permit(cluster).is_none()
                 {
+                    fwd.response_flags = Some(e.response_flag());
+                    if matches!(e, UpstreamError::NoHealthyEndpoint) {
+                        fwd.details = Some("no_healthy_upstream");
+                    }
                     return (last, fwd);
                 }
             }
@@ -403,7 +420,7 @@ fn rewrite_path(uri: &mut Uri, target: &RouteTarget, matched_prefix: Option<&str
     let Some(new) = rewritten(
         pq,
         target.prefix_rewrite.as_deref(),
-        target.regex_rewrite.as_ref(),
+        target.regex_rewrite.as_deref(),
         matched_prefix,
     ) else {
         return;

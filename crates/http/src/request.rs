@@ -327,6 +327,11 @@ async fn route_request<B: RequestBody>(
                     attempts.unwrap_or_default(),
                 )
                 .await;
+                // An upstream failure's flag wins over a filter's (`DI`).
+                if fwd.response_flags.is_some() {
+                    outcome.response_flags = fwd.response_flags;
+                }
+                outcome.details = outcome.details.or(fwd.details);
                 outcome.forwarded = Some(fwd);
                 // A response that ends with its headers (trailers-only) ends the call there.
                 let ended = hyper::body::Body::is_end_stream(resp.body());

@@ -48,10 +48,11 @@
 //! and P-256 (issue 31 point 2, not yet wired into the providers either): the `secp256r1`
 //! key share ([`p256_public_key_batch`], [`p256_ecdh_batch`] with the peer point validated)
 //! and ECDSA ([`ecdsa_p256_sign_batch`] with hedged RFC 6979 nonces,
-//! [`ecdsa_p256_verify_batch_vartime`]). Every backend is accepted; all run the portable
-//! code for now (4 x 64-bit Montgomery arithmetic, complete Renes-Costello-Batina formulas,
-//! fixed-window and fixed-base comb multiplications); the 8-lane IFMA and 4-lane AVX2 forms
-//! are later work.
+//! [`ecdsa_p256_verify_batch_vartime`]): portable code (4 x 64-bit Montgomery arithmetic,
+//! complete Renes-Costello-Batina formulas, fixed-window and fixed-base comb
+//! multiplications), and on `ifma` the variable-base multiplications 8 jobs per `zmm`
+//! (`ifma::p256`, 5 x 52-bit limbs, the same formulas); `avx2`/`fma` run the portable code
+//! (a 4-lane AVX2 form is later work).
 //!
 //! # Why `unsafe`
 //!
@@ -66,7 +67,9 @@
 //! backend views its window table `&[[__m512i; N]]` as `&[[__m512i; 20]]`
 //! when `N = 20` (the same type) to hand it to the 1024-bit kernels; `mlkem::avx2`
 //! converts `[u32; 8]` to `__m256i` and views a polynomial of `ymm` lanes as
-//! `u32`s (plain data, in bounds). The crate uses
+//! `u32`s (plain data, in bounds); `ifma::p256` calls its `#[target_feature]` field
+//! operations from the `CurveField`-generic point formulas, each call justified by the
+//! `IfmaToken` every 8-lane element carries. The crate uses
 //! `#![deny(unsafe_op_in_unsafe_fn)]` and every `unsafe` block carries a
 //! `// SAFETY:` comment. No other `unsafe` exists.
 //!
@@ -130,7 +133,7 @@
 //!   test fails if valgrind is missing.
 //! * valgrind cannot execute AVX-512, so the IFMA backend is covered by a
 //!   dudect-style timing test instead (`tests/dudect.rs`, `--ignored`,
-//!   Welch's t printed, not asserted; RSA, X25519 and ML-KEM on `ifma`).
+//!   Welch's t printed, not asserted; RSA, X25519, ML-KEM and P-256 on `ifma`).
 //!   CI runs the valgrind tests, not the dudect ones.
 //!
 //! Correctness against answers from outside (Wycheproof PKCS#1 v1.5 signing
@@ -167,7 +170,8 @@
 //!   generic encryption arithmetic; `avx2`: its 8-lane form; `sample`: the
 //!   batched SampleNTT and CBD);
 //! * `sha256` (SHA-256, HMAC for the ECDSA nonces), `p256` (the batched API; `field`:
-//!   arithmetic modulo `p` and `n`, `point`: the group law and multiplications, `ecdsa`).
+//!   arithmetic modulo `p` and `n`, `point`: the group law and multiplications, `ecdsa`),
+//!   `ifma::p256` (its 8-lane multiplication).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

@@ -11,10 +11,18 @@
 //!   exactly what), [`ecdsa_p256_verify_batch_vartime`]: the verify check (public data).
 //!
 //! A bad input (a private key outside `[1, n)`, an invalid peer point) fails its own job
-//! only. Every backend is accepted; at present all run the portable code (`field`: 4 x 64-bit
-//! Montgomery arithmetic modulo `p` and `n`; `point`: complete projective formulas and the
-//! fixed-window multiplication), one job after another. The 8-lane IFMA form (52-bit limbs,
-//! one job per `zmm` lane, as `ifma::x25519`) and the 4-lane AVX2 form are later work.
+//! only. Backends:
+//!
+//! * `ifma`: the variable-base multiplications run 8 jobs per pass, one per 64-bit lane of a
+//!   `zmm` (`ifma::p256`: 5 x 52-bit limbs, the RSA code's `vpmadd52` products, the same
+//!   complete formulas, a per-lane masked window scan): ECDH `d Q` and the `u2 Q` half of
+//!   verification; public keys and ECDSA's `k G` by a fixed-base comb over the lanes (64
+//!   additions, each row's 16 entries broadcast and masked per lane); signing inverts its
+//!   nonces with one inversion (Montgomery's trick). Same outputs as the portable code.
+//! * every other backend (`portable`, `avx2`, `fma`) runs the portable code one job at a
+//!   time: `field` (4 x 64-bit Montgomery arithmetic modulo `p` and `n`), `point` (complete
+//!   projective formulas, fixed-window and fixed-base comb multiplications). A 4-lane AVX2
+//!   form is later work.
 //!
 //! Constant time: see `field`, `point` and `ecdsa`. Secret inputs (private keys, nonces) only
 //! ever become masks; the branches are on validity (of a key, a peer point, a DRBG
@@ -29,6 +37,13 @@ pub use ecdsa::EcdsaP256Signature;
 use crate::backend::Backend;
 use crate::error::MathError;
 use point::Point;
+
+/// A number below `2^256`, little-endian 64-bit limbs.
+type Limbs = [u64; 4];
+/// A multiplication for the IFMA lanes: the job's index, `Qx`, `Qy` (affine, validated)
+/// and the scalar.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+type LaneJob = (usize, Limbs, Limbs, Limbs);
 
 /// The most jobs one SIMD pass will take (one per 64-bit lane of a `zmm`); any number of jobs
 /// may be passed, they are processed in such groups.
@@ -84,7 +99,7 @@ pub fn p256_public_key_batch(
     #[cfg(target_arch = "x86_64")]
     if let Backend::Ifma(token) = backend {
         let (gx, gy) = Point::generator_affine_limbs();
-        let jobs: Vec<(usize, [u64; 4], [u64; 4], [u64; 4])> = scalars
+        let jobs: Vec<LaneJob> = scalars
             .iter()
             .enumerate()
             .filter_map(|(i, d)| d.as_ref().ok().map(|&d| (i, gx, gy, d)))
@@ -93,7 +108,7 @@ pub fn p256_public_key_batch(
             .iter()
             .map(|d| d.clone().map(|_| [0u8; 65]))
             .collect();
-        for (i, r) in ifma_mul(token, &jobs) {
+        for (i, r) in ifma_mul(token, &jobs, true) {
             // d in [1, n): never the identity.
             if let Some((x, y)) = r {
                 let mut enc = [0u8; P256_POINT_BYTES];
@@ -125,7 +140,7 @@ pub fn p256_ecdh_batch(
     backend: Backend,
     jobs: &[P256EcdhJob<'_>],
 ) -> Vec<Result<[u8; 32], MathError>> {
-    let decoded: Vec<Result<([u64; 4], [u64; 4], [u64; 4]), MathError>> = jobs
+    let decoded: Vec<Result<(Limbs, Limbs, Limbs), MathError>> = jobs
         .iter()
         .map(|j| {
             let (x, y) = Point::decode_affine_vartime(j.peer)
@@ -141,11 +156,11 @@ pub fn p256_ecdh_batch(
             .map(|d| d.clone().map(|_| [0u8; 32]))
             .collect();
         let valid: Vec<usize> = (0..jobs.len()).filter(|&i| decoded[i].is_ok()).collect();
-        let chunk_jobs: Vec<(usize, [u64; 4], [u64; 4], [u64; 4])> = valid
+        let chunk_jobs: Vec<LaneJob> = valid
             .iter()
             .filter_map(|&i| decoded[i].as_ref().ok().map(|&(x, y, d)| (i, x, y, d)))
             .collect();
-        for (i, r) in ifma_mul(token, &chunk_jobs) {
+        for (i, r) in ifma_mul(token, &chunk_jobs, false) {
             out[i] = match r {
                 Some((x, _)) => Ok(field::limbs_to_be(x)),
                 None => Err(identity()),
@@ -171,11 +186,13 @@ pub fn p256_ecdh_batch(
 
 /// `d Q` for jobs `(index, Qx, Qy, d)` on the IFMA lanes, 8 per pass (the unused lanes of
 /// the last pass compute `1 G`): per index, the affine coordinates, `None` for the identity.
+/// `base`: every `Q` is `G` (the given coordinates are ignored), by the fixed-base comb.
 #[cfg(target_arch = "x86_64")]
 fn ifma_mul(
     token: crate::token::IfmaToken,
-    jobs: &[(usize, [u64; 4], [u64; 4], [u64; 4])],
-) -> Vec<(usize, Option<([u64; 4], [u64; 4])>)> {
+    jobs: &[LaneJob],
+    base: bool,
+) -> Vec<(usize, Option<(Limbs, Limbs)>)> {
     let mut out = Vec::with_capacity(jobs.len());
     for chunk in jobs.chunks(P256_LANES) {
         let (gx, gy) = Point::generator_affine_limbs();
@@ -183,7 +200,11 @@ fn ifma_mul(
         for (l, &(_, x, y, d)) in chunk.iter().enumerate() {
             (qx[l], qy[l], k[l]) = (x, y, d);
         }
-        let r = crate::ifma::p256::mul_8(token, &qx, &qy, &k);
+        let r = if base {
+            crate::ifma::p256::mul_base_8(token, &k)
+        } else {
+            crate::ifma::p256::mul_8(token, &qx, &qy, &k)
+        };
         k = core::hint::black_box([[0; 4]; 8]);
         let _ = k;
         for (l, &(i, ..)) in chunk.iter().enumerate() {
@@ -236,7 +257,7 @@ pub fn ecdsa_p256_sign_batch(
     #[cfg(target_arch = "x86_64")]
     if let Backend::Ifma(token) = backend {
         let (gx, gy) = Point::generator_affine_limbs();
-        let mut nonces: Vec<(usize, [u64; 4], [u64; 4], [u64; 4])> = Vec::new();
+        let mut nonces: Vec<LaneJob> = Vec::new();
         let mut digests = Vec::new();
         for (i, d) in keys.iter().enumerate() {
             if let Ok(d) = d {
@@ -257,7 +278,7 @@ pub fn ecdsa_p256_sign_batch(
             .collect();
         let ks: Vec<[u64; 4]> = nonces.iter().map(|n| n.3).collect();
         let mut k_invs = ecdsa::invert_batch(&ks);
-        for ((i, r), (k_inv, e)) in ifma_mul(token, &nonces)
+        for ((i, r), (k_inv, e)) in ifma_mul(token, &nonces, true)
             .into_iter()
             .zip(k_invs.iter().zip(&digests))
         {
@@ -305,9 +326,35 @@ pub fn ecdsa_p256_sign_rfc6979(
 /// The ECDSA verify check for each job: `true` iff the public point is valid and the
 /// signature verifies. Public data only: not constant time.
 pub fn ecdsa_p256_verify_batch_vartime(
-    _backend: Backend,
+    backend: Backend,
     jobs: &[EcdsaP256VerifyJob<'_>],
 ) -> Vec<bool> {
+    #[cfg(target_arch = "x86_64")]
+    if let Backend::Ifma(token) = backend {
+        // u2 Q on the lanes, u1 G by the portable comb.
+        let mut out = vec![false; jobs.len()];
+        let mut lanes = Vec::new();
+        let mut rest = Vec::new();
+        for (i, j) in jobs.iter().enumerate() {
+            let Some((qx, qy)) = Point::decode_affine_vartime(j.public) else {
+                continue;
+            };
+            let Some((u1, u2, r)) = ecdsa::verify_scalars_vartime(j.digest, j.signature) else {
+                continue;
+            };
+            lanes.push((i, qx, qy, u2));
+            rest.push((u1, r));
+        }
+        for ((i, u2q), (u1, r)) in ifma_mul(token, &lanes, false).into_iter().zip(&rest) {
+            let u2q = match u2q {
+                Some((x, y)) => Point::from_affine_limbs(x, y),
+                None => Point::identity(),
+            };
+            out[i] = ecdsa::verify_finish_vartime(u1, &u2q, r);
+        }
+        return out;
+    }
+    let _ = backend;
     jobs.iter()
         .map(|j| match Point::decode_vartime(j.public) {
             Some(q) => ecdsa::verify_vartime(&q, j.digest, j.signature),

@@ -295,7 +295,9 @@ fn dudect_p256_fixed_vs_random_scalars() {
     let mut rng = StdRng::seed_from_u64(0x9256_0000);
     let mut peer_key = [0u8; 32];
     peer_key[31] = 7;
-    let peer = p256_public_key_batch(backend, &[&peer_key])[0].expect("public key");
+    let peer = p256_public_key_batch(backend, &[&peer_key])[0]
+        .clone()
+        .expect("public key");
     let mut one = [0u8; 32];
     one[31] = 1;
     // Class 0: the scalar 1 in every lane; class 1: random scalars (top byte below 0xff, so

@@ -338,6 +338,23 @@ fn ecdh_timing_print() {
             entropy: &digest,
         })
         .collect();
+    // BoringSSL on the same machine, one operation at a time, for comparison.
+    let t = std::time::Instant::now();
+    for i in 0..64 {
+        let _ = EcdsaSig::sign(&digest, &ks[i % 2].boring).expect("sign");
+    }
+    eprintln!(
+        "P-256 ECDSA sign in BoringSSL: {:?} per signature",
+        t.elapsed() / 64
+    );
+    let t = std::time::Instant::now();
+    for i in 0..64 {
+        let _ = boring_ecdh(&ks[i % 2].boring, &ks[(i + 1) % 2].public);
+    }
+    eprintln!(
+        "P-256 ECDH in BoringSSL: {:?} per operation",
+        t.elapsed() / 64
+    );
     for backend in backends() {
         let t = std::time::Instant::now();
         let _ = ecdsa_p256_sign_batch(backend, &sjobs);

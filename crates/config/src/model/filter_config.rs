@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::route::{HeaderMatcher, StringMatcher};
+use super::matcher::{HeaderMatcher, StringMatcher};
 
 /// `envoy.config.core.v3.RuntimeFractionalPercent` / `envoy.type.v3.FractionalPercent`: a
 /// share as `numerator` over `denominator` (100, 10 000 or 1 000 000).

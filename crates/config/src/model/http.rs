@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use super::access_log::AccessLog;
 use super::filter_config::{FaultConfig, GrpcStatsFilter};
-use super::route::{HeaderMatcher, RouteSource, VirtualHost};
+use super::matcher::HeaderMatcher;
+use super::route::{RouteSource, VirtualHost};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CodecType {

@@ -1,7 +1,7 @@
 //! `CertificateValidationContext.match_typed_subject_alt_names`: the SANs a peer's
 //! certificate must have (the context itself is `model::ValidationContext`).
 
-use super::route::StringMatcher;
+use super::matcher::StringMatcher;
 
 /// One `SubjectAltNameMatcher`: a SAN of type `san_type` that `matcher` matches.
 #[derive(Debug, Clone)]
@@ -40,7 +40,7 @@ impl SanMatcher {
             return false;
         }
         match &self.matcher.kind {
-            super::route::StringMatch::Exact(name) if san_type == SanType::Dns => {
+            super::matcher::StringMatch::Exact(name) if san_type == SanType::Dns => {
                 dns_name_match(name, san)
             }
             _ => self.matcher.matches(san),

@@ -150,6 +150,13 @@ fn value<'a>(c: &FormatCommand, r: &'a LogRecord) -> Val<'a> {
         O::ResponseFlagsLong => Val::Str(Cow::Borrowed(match r.response_flags {
             Some("NR") => "NoRouteFound",
             Some("NC") => "NoClusterFound",
+            Some("UH") => "NoHealthyUpstream",
+            Some("UT") => "UpstreamRequestTimeout",
+            Some("UR") => "UpstreamRemoteReset",
+            Some("UF") => "UpstreamConnectionFailure",
+            Some("UO") => "UpstreamOverflow",
+            Some("UPE") => "UpstreamProtocolError",
+            Some("SI") => "StreamIdleTimeout",
             Some("DI") => "DelayInjected",
             Some("FI") => "FaultInjected",
             Some("DI,FI") => "DelayInjected,FaultInjected",

@@ -1,16 +1,20 @@
-//! P-256 variable-base scalar multiplication over 8 lanes (one job per 64-bit lane of a
-//! `zmm`): field elements are 5 limbs of 52 bits in Montgomery form with `R = 2^260`,
-//! products with `vpmadd52{l,h}uq` through the generic `mul_wide` / `redc` of the RSA code
+//! P-256 scalar multiplication over 8 lanes (one job per 64-bit lane of a `zmm`), variable
+//! base ([`mul_8`]: fixed 4-bit windows, a 16-entry table per lane) and fixed base
+//! ([`mul_base_8`]: the portable comb's table, converted once, each entry broadcast to all
+//! lanes and kept under the lane's mask). Field elements are 5 limbs of 52 bits in
+//! Montgomery form with `R = 2^260`, products with `vpmadd52{l,h}uq` through the generic `mul_wide` / `redc` of the RSA code
 //! (`N = 5`), every result fully reduced below `p` by a masked subtraction. The point
 //! formulas are the portable ones (`p256::point::rcb_add` / `rcb_double`, generic over
 //! [`CurveField`]); the window table is scanned whole per lane (`select`). The final
-//! inversion of `Z` runs here too (Fermat, public exponent), so only `x` leaves the lanes.
+//! inversion of `Z` runs here too (Fermat, public exponent): affine `x, y` leave the lanes.
 //!
 //! Constant time as the portable code: no branch or address depends on a scalar or a point.
 
 use core::arch::x86_64::*;
 
-use super::ops::{add, and, shr52, sra52, sub, MASK};
+use std::sync::OnceLock;
+
+use super::ops::{add, and, eq_vec, or_and, shr52, sra52, sub, MASK};
 use super::{from_vec, mul_wide, redc, select, to_vec, IfmaCtx};
 use crate::bigint::{from_radix, to_radix};
 use crate::p256::field::{FieldP, Modulus};
@@ -51,6 +55,9 @@ const ONE: [u64; N] = [
     0xffeffffffffff,
     0xfffff,
 ];
+
+/// The fixed-base comb table: 64 rows of 16 points, `X, Y, Z` each 5 radix-2^52 limbs.
+type BaseTable = [[[[u64; N]; 3]; 16]; 64];
 
 /// 8 field elements, one per lane, each below `p`, with the proof that IFMA is there.
 #[derive(Clone, Copy)]
@@ -133,24 +140,27 @@ impl CurveField for Fe8 {
     #[inline(always)]
     fn mul(&self, b: &Self) -> Self {
         // SAFETY: `self.token` proves AVX-512F and IFMA.
+        let v = unsafe { fe_mul(&self.v, &b.v) };
         Fe8 {
-            v: unsafe { fe_mul(&self.v, &b.v) },
+            v,
             token: self.token,
         }
     }
     #[inline(always)]
     fn add(&self, b: &Self) -> Self {
         // SAFETY: as in `mul`.
+        let v = unsafe { fe_add(&self.v, &b.v) };
         Fe8 {
-            v: unsafe { fe_add(&self.v, &b.v) },
+            v,
             token: self.token,
         }
     }
     #[inline(always)]
     fn sub(&self, b: &Self) -> Self {
         // SAFETY: as in `mul`.
+        let v = unsafe { fe_sub(&self.v, &b.v) };
         Fe8 {
-            v: unsafe { fe_sub(&self.v, &b.v) },
+            v,
             token: self.token,
         }
     }
@@ -258,7 +268,12 @@ fn mul_8_impl(
         select::<{ 3 * N }>(&table, idx, &mut entry);
         acc = rcb_add(&acc, &unflat(&entry));
     }
-    // x = X / Z, Z^-1 = Z^(p-2) (public exponent).
+    to_affine_8(&acc, one)
+}
+
+/// Affine coordinates of 8 projective points: `Z^-1 = Z^(p-2)` (public exponent).
+#[target_feature(enable = "avx512f,avx512ifma")]
+fn to_affine_8(acc: &[Fe8; 3], one: Fe8) -> Affine8 {
     let e = {
         let mut e = <FieldP as Modulus>::M;
         e[0] -= 2;
@@ -277,4 +292,53 @@ fn mul_8_impl(
     // Whether a lane's result is the identity is public (it fails that job).
     let identity = core::array::from_fn(|l| z[l] == [0; 4]);
     Affine8 { x, y, identity }
+}
+
+/// The portable comb table (`T[w][j] = j 16^w G`) in this module's form: per entry `X, Y, Z`
+/// as radix-2^52 limbs of `c 2^260 mod p` (120 KiB, built once).
+fn base_table_52() -> &'static BaseTable {
+    static TABLE: OnceLock<Box<BaseTable>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = Box::new([[[[0u64; N]; 3]; 16]; 64]);
+        for (row, prow) in t.iter_mut().zip(crate::p256::point::base_table()) {
+            for (e, p) in row.iter_mut().zip(prow) {
+                for (c, v) in e.iter_mut().zip(p.coordinates_r260()) {
+                    to_radix(&v, 52, c);
+                }
+            }
+        }
+        t
+    })
+}
+
+/// `k_l G` for 8 lanes by the fixed-base comb: 64 complete additions of table entries, each
+/// fetched per lane by scanning its row's 16 entries (broadcast and masked).
+pub(crate) fn mul_base_8(token: IfmaToken, k: &[[u64; 4]; LANES]) -> Affine8 {
+    let table = base_table_52();
+    // SAFETY: `token` proves AVX-512F and IFMA.
+    unsafe { mul_base_8_impl(token, table, k) }
+}
+
+#[target_feature(enable = "avx512f,avx512ifma")]
+fn mul_base_8_impl(token: IfmaToken, table: &BaseTable, k: &[[u64; 4]; LANES]) -> Affine8 {
+    let fe = |v| Fe8 { v, token };
+    let zero = fe([_mm512_setzero_si512(); N]);
+    let one = fe(splat_limbs(&ONE));
+    let mut acc = [zero, one, zero];
+    for (w, row) in table.iter().enumerate() {
+        let idx = to_vec(core::array::from_fn(|l| {
+            (k[l][w / 16] >> ((w % 16) * 4)) & 15
+        }));
+        let mut entry = [[_mm512_setzero_si512(); N]; 3];
+        for (j, e) in row.iter().enumerate() {
+            let mask = eq_vec(idx, j as u64);
+            for (r, c) in entry.iter_mut().zip(e) {
+                for (ri, &ci) in r.iter_mut().zip(c) {
+                    *ri = or_and(*ri, _mm512_set1_epi64(ci as i64), mask);
+                }
+            }
+        }
+        acc = rcb_add(&acc, &entry.map(fe));
+    }
+    to_affine_8(&acc, one)
 }

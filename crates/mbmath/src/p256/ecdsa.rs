@@ -174,6 +174,7 @@ pub(crate) fn sign_with_rx_kinv(
 
 /// `k_i^-1 mod n` for nonces in `[1, n)` with one inversion (Montgomery's trick: prefix
 /// products, one Fermat inversion, then back). Constant time: products only.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn invert_batch(ks: &[[u64; 4]]) -> Vec<Scalar> {
     let ms: Vec<Scalar> = ks.iter().map(|k| Scalar::from_reduced(*k)).collect();
     let mut prefix = Vec::with_capacity(ms.len());
@@ -202,22 +203,37 @@ pub(crate) fn digest_scalar(digest: &[u8]) -> Scalar {
 /// Verifies `sig` over `digest` with the public point `q` (already validated). Public data:
 /// branches freely.
 pub(crate) fn verify_vartime(q: &Point, digest: &[u8], sig: &EcdsaP256Signature) -> bool {
+    match verify_scalars_vartime(digest, sig) {
+        Some((u1, u2, r)) => verify_finish_vartime(&u1, &q.mul(&u2), &r),
+        None => false,
+    }
+}
+
+/// `(u1, u2, r)` of the verification equation `R = u1 G + u2 Q` (canonical limbs), or `None`
+/// if `r` or `s` is outside `[1, n)`.
+pub(crate) fn verify_scalars_vartime(
+    digest: &[u8],
+    sig: &EcdsaP256Signature,
+) -> Option<([u64; 4], [u64; 4], [u64; 4])> {
     let (r, s) = (limbs_from_be(&sig.r), limbs_from_be(&sig.s));
     let in_range = |v: [u64; 4]| lt_mask::<OrderN>(v) != 0 && is_zero_mask(v) == 0;
     if !in_range(r) || !in_range(s) {
-        return false;
+        return None;
     }
     let e = digest_scalar(digest);
     let w = Scalar::from_reduced(s).invert();
     let rm = Scalar::from_reduced(r);
-    let u1 = e.mul(&w).to_limbs();
-    let u2 = rm.mul(&w).to_limbs();
-    let p = Point::mul_base(&u1).add(&q.mul(&u2));
+    Some((e.mul(&w).to_limbs(), rm.mul(&w).to_limbs(), r))
+}
+
+/// Whether `x(u1 G + u2q) mod n == r`, given `u2q = u2 Q` (computed here or on the lanes).
+pub(crate) fn verify_finish_vartime(u1: &[u64; 4], u2q: &Point, r: &[u64; 4]) -> bool {
+    let p = Point::mul_base(u1).add(u2q);
     if p.is_identity() != 0 {
         return false;
     }
     let x = Scalar::from_u256(limbs_from_be(&p.to_affine().x)).to_limbs();
-    x == r
+    x == *r
 }
 
 impl EcdsaP256Signature {

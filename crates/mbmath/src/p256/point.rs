@@ -74,6 +74,7 @@ impl Point {
     }
 
     /// The generator's affine coordinates as canonical limbs.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) fn generator_affine_limbs() -> ([u64; 4], [u64; 4]) {
         (GX, GY)
     }
@@ -324,9 +325,20 @@ impl CurveField for Fe {
     }
 }
 
+impl Point {
+    /// The coordinates `X, Y, Z` as `c 2^260 mod p` (canonical, radix 2^64): the Montgomery
+    /// form of `ifma::p256` (`R = 2^260`). Public points only (the comb table).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(crate) fn coordinates_r260(&self) -> [[u64; 4]; 3] {
+        // `Fe` holds `c 2^256 mod p`; times 16 is `c 2^260 mod p`.
+        let r = |c: &Fe| c.double().double().double().double().0;
+        [r(&self.x), r(&self.y), r(&self.z)]
+    }
+}
+
 /// The comb table of [`Point::mul_base`]: `T[w][j] = j 16^w G`, 64 rows of 16 projective
 /// points (about 96 KiB), built on first use from public values.
-fn base_table() -> &'static [[Point; 16]; 64] {
+pub(crate) fn base_table() -> &'static [[Point; 16]; 64] {
     static TABLE: OnceLock<Box<[[Point; 16]; 64]>> = OnceLock::new();
     TABLE.get_or_init(|| {
         let mut t = Box::new([[Point::identity(); 16]; 64]);

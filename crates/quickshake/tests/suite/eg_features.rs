@@ -7,6 +7,7 @@
 //! - `match.query_parameters` (`string_match` on the first value as written, `present_match`);
 //! - `route` `regex_rewrite`, `host_rewrite_literal` with `append_x_forwarded_host`;
 //! - `request_mirror_policies` (the `-shadow` host suffix, and without it);
+//! - `weighted_clusters` with per-cluster request headers;
 //! - `retry_policy.retry_back_off`;
 //! - the `envoy.filters.http.grpc_web` filter (binary gRPC-Web to an h2c gRPC upstream whose
 //!   cluster sets HTTP/2 windows, as Envoy Gateway's GRPCRoute clusters do).
@@ -57,6 +58,16 @@ const ROUTES: &str = r#"              - match: { prefix: /rd/scheme }
                   request_mirror_policies:
                   - cluster: shadow
                     runtime_fraction: { default_value: { numerator: 100 } }
+              - match: { prefix: /weighted }
+                route:
+                  weighted_clusters:
+                    clusters:
+                    - name: echo
+                      weight: 1
+                      request_headers_to_add: [{ header: { key: x-pick, value: echo } }]
+                    - name: shadow
+                      weight: 1
+                      request_headers_to_add: [{ header: { key: x-pick, value: shadow } }]
               - match: { prefix: /retry }
                 route:
                   cluster: flaky
@@ -204,6 +215,23 @@ fn check(who: &str, port: u16, up: &Upstreams, log: &dyn Fn() -> String) {
             std::thread::sleep(Duration::from_millis(20));
         };
         assert_eq!(copy.header("host"), Some(host.as_str()), "{who}: {copy:?}");
+    }
+    // Weighted clusters, each with its own request headers.
+    for _ in 0..30 {
+        assert_eq!(get("/weighted").status, 200, "{who}\n{}", log());
+    }
+    for (up, name) in [(&up.echo, "echo"), (&up.shadow, "shadow")] {
+        let picked: Vec<_> = up
+            .state
+            .seen()
+            .into_iter()
+            .filter(|s| s.path == "/weighted")
+            .collect();
+        assert!(!picked.is_empty(), "{who}: {name} never picked");
+        assert!(
+            picked.iter().all(|s| s.header("x-pick") == Some(name)),
+            "{who}: {name}: {picked:?}"
+        );
     }
     // Retries with a back-off: two 503s, then 200.
     let r = get("/retry");

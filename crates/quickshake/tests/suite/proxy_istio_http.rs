@@ -540,6 +540,7 @@ fn check(
         "/cors up - cors_response",
         "/abort up FI fault_filter_abort",
         "/delay up DI via_upstream",
+        "/grpc-timeout slow UT response_timeout",
     ];
     let path = dir.join("access.log");
     support::eventually("access log lines", || {

@@ -346,3 +346,53 @@ fn config_errors() {
     let a = ClusterSpec::new("x", Discovery::Static, vec![]);
     assert!(ClusterManager::new(vec![a.clone(), a], &store).is_err());
 }
+
+/// A request carrying `PreviousHosts` with `avoid` (Envoy's `previous_hosts` retry predicate)
+/// picks again while the load balancer's pick is a host already tried, and records the host
+/// it went to; without `avoid` it only records.
+#[tokio::test]
+async fn previous_hosts_are_avoided() {
+    let (a, _) = upstream(Kind::H1).await;
+    let (b, _) = upstream(Kind::H1).await;
+    let store = Store::new();
+    let cm = ClusterManager::new(vec![static_spec("web", &[a, b])], &store).expect("manager");
+    let c = cm.cluster("web").expect("cluster");
+    let send = |avoid: bool| {
+        let prev = quickshake_upstream::PreviousHosts {
+            avoid,
+            max_attempts: 1,
+            ..Default::default()
+        };
+        if let Ok(mut t) = prev.tried.lock() {
+            t.push(a);
+        }
+        let mut req = get("/x");
+        req.extensions_mut().insert(prev.clone());
+        let c = c.clone();
+        async move {
+            let resp = tokio::time::timeout(BOUND, c.send(req))
+                .await
+                .expect("send within bound")
+                .expect("response");
+            let body = read(resp.into_body()).await;
+            let tried = prev.tried.lock().map(|t| t.clone()).unwrap_or_default();
+            (body, tried)
+        }
+    };
+    let pb = format!("port={}", b.port());
+    for _ in 0..4 {
+        let (body, tried) = send(true).await;
+        assert!(body.contains(&pb), "{body}");
+        assert_eq!(tried, [a, b]);
+    }
+    // Without the predicate round robin goes on: one of two requests reaches `a`.
+    let mut reached_a = 0;
+    for _ in 0..2 {
+        let (body, tried) = send(false).await;
+        if !body.contains(&pb) {
+            reached_a += 1;
+        }
+        assert_eq!(tried.len(), 2);
+    }
+    assert_eq!(reached_a, 1);
+}
