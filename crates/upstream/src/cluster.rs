@@ -242,7 +242,7 @@ impl Cluster {
         sh.hosts.ensure_resolved().await;
         let host = sh
             .hosts
-            .pick(sh.lb)
+            .pick(sh.lb, None)
             .ok_or(UpstreamError::NoHealthyEndpoint)?;
         sh.connector.open(&host).await
     }

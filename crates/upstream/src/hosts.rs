@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
+use crate::hash_lb::HashTable;
 use crate::health::HostHealth;
 use crate::spec::{Discovery, DnsFamily, LbPolicy};
 use crate::stats::ClusterStats;
@@ -79,6 +80,8 @@ pub(crate) struct HostSet {
     /// Bumped on every membership change, so per-worker pools can prune.
     generation: AtomicU64,
     rr: AtomicUsize,
+    /// The consistent-hash table last built, with the candidate list it was built for.
+    hash_table: Mutex<Option<(Vec<SocketAddr>, Arc<HashTable>)>>,
     discovery: Discovery,
     names: Vec<(String, u16)>,
     refresh: Duration,
@@ -123,6 +126,7 @@ impl HostSet {
             hosts: RwLock::new(Arc::new(Vec::new())),
             generation: AtomicU64::new(0),
             rr: AtomicUsize::new(0),
+            hash_table: Mutex::new(None),
             last_good: Mutex::new(vec![Vec::new(); names.len()]),
             discovery,
             names,
@@ -328,25 +332,27 @@ impl HostSet {
     }
 
     /// Picks a healthy host (any host in panic mode), or `None` when there is none. When every
-    /// host is healthy (the usual case) this allocates nothing.
-    pub(crate) fn pick(&self, lb: LbPolicy) -> Option<Arc<Host>> {
+    /// host is healthy (the usual case) this allocates nothing. `hash` is the request's hash
+    /// for the consistent-hash policies.
+    pub(crate) fn pick(&self, lb: LbPolicy, hash: Option<u64>) -> Option<Arc<Host>> {
         let hosts = self.snapshot();
         if hosts.iter().all(|h| h.health.is_healthy()) {
-            return self.choose(lb, hosts.len(), |i| hosts.get(i));
+            return self.choose(lb, hash, hosts.len(), |i| hosts.get(i));
         }
         let healthy: Vec<&Arc<Host>> = hosts.iter().filter(|h| h.health.is_healthy()).collect();
         let percent = 100.0 * healthy.len() as f64 / hosts.len() as f64;
         if percent < self.balancing.panic_threshold {
             self.stats.lb_healthy_panic.inc();
-            return self.choose(lb, hosts.len(), |i| hosts.get(i));
+            return self.choose(lb, hash, hosts.len(), |i| hosts.get(i));
         }
-        self.choose(lb, healthy.len(), |i| healthy.get(i).copied())
+        self.choose(lb, hash, healthy.len(), |i| healthy.get(i).copied())
     }
 
     /// Balances over `n` candidates, `get(i)` being the i-th.
     fn choose<'a>(
         &self,
         lb: LbPolicy,
+        hash: Option<u64>,
         n: usize,
         get: impl Fn(usize) -> Option<&'a Arc<Host>>,
     ) -> Option<Arc<Host>> {
@@ -363,8 +369,47 @@ impl HostSet {
                     let load = |h: &Host| h.active_rq.load(Ordering::Relaxed);
                     Some(if load(hb) < load(ha) { hb } else { ha }.clone())
                 }
+                // Envoy: without a hash, a consistent-hash policy picks a random host.
+                LbPolicy::RingHash { .. } | LbPolicy::Maglev { .. } => {
+                    let i = match hash {
+                        Some(h) => self.hash_table(lb, n, &get)?.lookup(h)?,
+                        None => (random() % n as u64) as usize,
+                    };
+                    get(i).cloned()
+                }
             },
         }
+    }
+
+    /// The consistent-hash table over the `n` candidates, rebuilt when they changed.
+    fn hash_table<'a>(
+        &self,
+        lb: LbPolicy,
+        n: usize,
+        get: &impl Fn(usize) -> Option<&'a Arc<Host>>,
+    ) -> Option<Arc<HashTable>> {
+        let addrs: Vec<SocketAddr> = (0..n)
+            .map(|i| get(i).map(|h| h.addr))
+            .collect::<Option<_>>()?;
+        let mut cached = self
+            .hash_table
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((a, t)) = cached.as_ref() {
+            if *a == addrs {
+                return Some(t.clone());
+            }
+        }
+        let table = Arc::new(match lb {
+            LbPolicy::RingHash {
+                min_ring_size,
+                max_ring_size,
+            } => HashTable::ring(&addrs, min_ring_size, max_ring_size),
+            LbPolicy::Maglev { table_size } => HashTable::maglev(&addrs, table_size),
+            LbPolicy::RoundRobin | LbPolicy::LeastRequest => return None,
+        });
+        *cached = Some((addrs, table.clone()));
+        Some(table)
     }
 }
 
@@ -408,7 +453,7 @@ mod tests {
         let s = set(3);
         let ports: Vec<u16> = (0..6)
             .map(|_| {
-                s.pick(LbPolicy::RoundRobin)
+                s.pick(LbPolicy::RoundRobin, None)
                     .map(|h| h.addr.port())
                     .unwrap_or(0)
             })
@@ -422,7 +467,7 @@ mod tests {
         let hosts = s.snapshot();
         hosts[0].active_rq.store(10, Ordering::Relaxed);
         for _ in 0..20 {
-            let h = s.pick(LbPolicy::LeastRequest).map(|h| h.addr.port());
+            let h = s.pick(LbPolicy::LeastRequest, None).map(|h| h.addr.port());
             assert_eq!(h, Some(1001));
         }
     }
@@ -503,7 +548,7 @@ mod tests {
             Balancing::default(),
         )
         .expect("set");
-        assert!(s.pick(LbPolicy::RoundRobin).is_none());
+        assert!(s.pick(LbPolicy::RoundRobin, None).is_none());
         let g0 = s.generation();
         let a: SocketAddr = "10.0.0.1:80".parse().expect("addr");
         let b: SocketAddr = "10.0.0.2:80".parse().expect("addr");
@@ -515,9 +560,9 @@ mod tests {
         assert_eq!(s.generation(), g1, "same hosts: no change");
         s.set_endpoints(vec![b]);
         assert!(s.generation() > g1);
-        assert_eq!(s.pick(LbPolicy::RoundRobin).map(|h| h.addr), Some(b));
+        assert_eq!(s.pick(LbPolicy::RoundRobin, None).map(|h| h.addr), Some(b));
         s.set_endpoints(vec![]);
-        assert!(s.pick(LbPolicy::RoundRobin).is_none());
+        assert!(s.pick(LbPolicy::RoundRobin, None).is_none());
         assert_eq!(stats.membership_total.value(), 0);
         assert!(HostSet::new(
             "e",
@@ -559,13 +604,13 @@ mod tests {
         let hosts = s.snapshot();
         hosts[0].health.set_failed_active_hc(true);
         for _ in 0..6 {
-            let p = s.pick(LbPolicy::RoundRobin).map(|h| h.addr.port());
+            let p = s.pick(LbPolicy::RoundRobin, None).map(|h| h.addr.port());
             assert_ne!(p, Some(1000));
         }
         hosts[1].health.set_failed_outlier(true);
         // One of three healthy (33% < 50%): panic, every host is used.
         let ports: std::collections::HashSet<u16> = (0..6)
-            .filter_map(|_| s.pick(LbPolicy::RoundRobin).map(|h| h.addr.port()))
+            .filter_map(|_| s.pick(LbPolicy::RoundRobin, None).map(|h| h.addr.port()))
             .collect();
         assert_eq!(ports.len(), 3);
         assert!(s.stats.lb_healthy_panic.value() >= 6);

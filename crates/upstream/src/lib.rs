@@ -39,6 +39,7 @@ mod cluster;
 mod connect;
 mod error;
 mod form;
+mod hash_lb;
 mod health;
 mod health_check;
 mod hosts;
@@ -54,9 +55,10 @@ pub use cluster::{Cluster, ClusterManager};
 pub use connect::UpstreamStream;
 pub use error::{OverflowKind, UpstreamError};
 pub use form::to_h1_form;
+pub use hash_lb::xxhash64;
 pub use health::HostStatus;
 pub use pool::RequestBody;
-pub use request::{PreviousHosts, UpstreamBody, UpstreamHost, UpstreamLocalAddress};
+pub use request::{PreviousHosts, RequestHash, UpstreamBody, UpstreamHost, UpstreamLocalAddress};
 pub use spec::{
     ClusterSpec, Discovery, DnsFamily, HealthCheckKind, HealthCheckSpec, LbPolicy, Limits,
     OutlierSpec, Protocol, UpstreamTlsSpec,

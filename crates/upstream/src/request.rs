@@ -55,6 +55,11 @@ impl PreviousHosts {
     }
 }
 
+/// Request extension: the hash of the route's `hash_policy` for this request, which the
+/// consistent-hash policies (ring hash, Maglev) look up; without it they pick a random host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestHash(pub u64);
+
 /// Response extension: the local address of the connection that carried the request (for the
 /// access log's `%UPSTREAM_LOCAL_ADDRESS%`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,9 +157,10 @@ pub(crate) async fn send(
 ) -> Result<Response<UpstreamBody>, UpstreamError> {
     sh.hosts.ensure_resolved().await;
     let permit = sh.breakers.acquire(OverflowKind::Requests, &sh.stats)?;
+    let hash = req.extensions().get::<RequestHash>().map(|h| h.0);
     let mut host = sh
         .hosts
-        .pick(sh.lb)
+        .pick(sh.lb, hash)
         .ok_or(UpstreamError::NoHealthyEndpoint)?;
     if let Some(prev) = req.extensions().get::<PreviousHosts>() {
         if prev.avoid {
@@ -162,9 +168,10 @@ pub(crate) async fn send(
                 if !prev.contains(host.addr) {
                     break;
                 }
+                // A consistent hash would give the same host again: pick at random.
                 host = sh
                     .hosts
-                    .pick(sh.lb)
+                    .pick(sh.lb, None)
                     .ok_or(UpstreamError::NoHealthyEndpoint)?;
             }
         }

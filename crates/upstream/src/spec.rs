@@ -125,6 +125,16 @@ pub enum LbPolicy {
     RoundRobin,
     /// Power of two random choices, picking the host with fewer active requests.
     LeastRequest,
+    /// Envoy's ring hash over the request's [`crate::RequestHash`] (a random host without one).
+    RingHash {
+        min_ring_size: u64,
+        max_ring_size: u64,
+    },
+    /// Envoy's Maglev over the request's [`crate::RequestHash`] (a random host without one);
+    /// `table_size` is a prime.
+    Maglev {
+        table_size: u64,
+    },
 }
 
 /// Envoy's default-priority `circuit_breakers.thresholds[]` entry.
