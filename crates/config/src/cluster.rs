@@ -10,7 +10,7 @@ use crate::endpoint::{endpoint_address, load_assignment, Addresses};
 use crate::lb_policy::load_balancing_policy;
 use crate::model::{
     CircuitBreakers, Cluster, ClusterDiscovery, ConnectionReuse, DnsLookupFamily, Endpoint,
-    Http2Options, LbPolicy, UpstreamProtocol, UpstreamTls,
+    Http2Options, LbPolicy, MatchLabels, TransportSocketMatch, UpstreamProtocol, UpstreamTls,
 };
 use crate::tls::upstream_tls_context;
 use crate::walk::{join, Node, Obj, Result};
@@ -103,6 +103,9 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
             "ignore_health_on_host_removal",
             "filters",
             "cluster_type",
+            "transport_socket_matches",
+            "ring_hash_lb_config",
+            "maglev_lb_config",
         ],
         &[
             "upstream_http_protocol_options",
@@ -119,8 +122,6 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
             "cleanup_interval",
             "upstream_bind_config",
             "lb_subset_config",
-            "ring_hash_lb_config",
-            "maglev_lb_config",
             "original_dst_lb_config",
             "least_request_lb_config",
             "round_robin_lb_config",
@@ -133,7 +134,6 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
             "track_cluster_stats",
             "preconnect_policy",
             "connection_pool_per_downstream_connection",
-            "transport_socket_matches",
         ],
     )?;
     let name = o.req("name")?.non_empty_str()?.to_owned();
@@ -221,9 +221,28 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
         Some(p) => match p.as_str()? {
             "ROUND_ROBIN" => LbPolicy::RoundRobin,
             "LEAST_REQUEST" => LbPolicy::LeastRequest,
-            "RING_HASH" | "RANDOM" | "MAGLEV" | "CLUSTER_PROVIDED" => {
-                return Err(p.unsupported(None))
+            "RING_HASH" | "MAGLEV" => {
+                let empty = serde_json::Map::new();
+                let (key, fields): (_, &[&str]) = match p.as_str()? {
+                    "RING_HASH" => (
+                        "ring_hash_lb_config",
+                        &["minimum_ring_size", "hash_function", "maximum_ring_size"],
+                    ),
+                    _ => ("maglev_lb_config", &["table_size"]),
+                };
+                let c = match o.get(key) {
+                    Some(c) => c.obj(fields)?,
+                    None => Obj {
+                        map: &empty,
+                        path: p.path.clone(),
+                    },
+                };
+                match key {
+                    "maglev_lb_config" => crate::lb_policy::maglev(&c)?,
+                    _ => crate::lb_policy::ring_hash(&c, false)?,
+                }
             }
+            "RANDOM" | "CLUSTER_PROVIDED" => return Err(p.unsupported(None)),
             "LOAD_BALANCING_POLICY_CONFIG" if o.get("load_balancing_policy").is_some() => {
                 LbPolicy::RoundRobin
             }
@@ -275,6 +294,18 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
         .get("transport_socket")
         .map(|t| transport_socket(&t))
         .transpose()?;
+    let transport_socket_matches = o
+        .items("transport_socket_matches")
+        .iter()
+        .map(transport_socket_match)
+        .collect::<Result<Vec<_>>>()?;
+    let mut endpoints = endpoints;
+    if transport_socket_matches.is_empty() {
+        // Labels select nothing without matches (Istio sets `tlsMode` for its own clusters).
+        for e in &mut endpoints {
+            e.socket_labels = Default::default();
+        }
+    }
     let (protocol, http2) = protocol(&o)?;
     let connection_reuse = connection_reuse(&o)?;
     let health_check = match o.get("health_checks") {
@@ -300,6 +331,7 @@ pub(crate) fn cluster(node: &Node<'_>) -> Result<Cluster> {
         pipe,
         circuit_breakers,
         upstream_tls,
+        transport_socket_matches,
         protocol,
         http2,
         health_check,
@@ -492,9 +524,14 @@ fn circuit_breakers(node: &Node<'_>) -> Result<CircuitBreakers> {
 
 fn transport_socket(node: &Node<'_>) -> Result<UpstreamTls> {
     let o = node.obj(&["name", "typed_config"])?;
+    // Envoy picks the factory by the typed_config's type first, the name only without one:
+    // Envoy Gateway's `dummy.transport_socket` is TLS.
+    let typed_tls = o
+        .get("typed_config")
+        .is_some_and(|t| t.type_url().ok() == Some(crate::tls::UPSTREAM_TLS_CONTEXT));
     if let Some(n) = o.get("name") {
         let name = n.as_str()?;
-        if name != TLS_TRANSPORT_SOCKET {
+        if name != TLS_TRANSPORT_SOCKET && !typed_tls {
             return Err(n.err(format!(
                 "unsupported transport socket \"{name}\" (only {TLS_TRANSPORT_SOCKET}; omit \
                  transport_socket for plaintext)"
@@ -502,6 +539,22 @@ fn transport_socket(node: &Node<'_>) -> Result<UpstreamTls> {
         }
     }
     upstream_tls_context(&o.req("typed_config")?)
+}
+
+/// A `transport_socket_matches[]` entry: `name` (required), `match` (a `Struct`; absent or
+/// empty matches every endpoint) and a TLS `transport_socket` (absent: plaintext).
+fn transport_socket_match(node: &Node<'_>) -> Result<TransportSocketMatch> {
+    let o = node.obj(&["name", "match", "transport_socket"])?;
+    let name = o.req("name")?.non_empty_str()?.to_owned();
+    let labels = match o.get("match") {
+        Some(m) => crate::endpoint::match_labels(m.any_obj()?.map),
+        None => MatchLabels::new(),
+    };
+    let tls = o
+        .get("transport_socket")
+        .map(|t| transport_socket(&t))
+        .transpose()?;
+    Ok(TransportSocketMatch { name, labels, tls })
 }
 
 /// `typed_extension_protocol_options` (`HttpProtocolOptions.explicit_http_config`) or the legacy

@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use crate::model::Endpoint;
+use crate::model::{Endpoint, MatchLabels};
 use crate::walk::{Node, Obj, Result};
 
 /// How endpoint addresses are read.
@@ -63,9 +63,10 @@ pub(crate) fn load_assignment(node: &Node<'_>, addresses: Addresses) -> Result<A
             &["proximity", "leds_cluster_locality_config"],
         )?;
         weight(&leo)?;
-        if let Some(m) = leo.get("metadata") {
-            crate::no_effect::metadata(&m)?;
-        }
+        let locality_labels = match leo.get("metadata") {
+            Some(m) => socket_labels(&m)?,
+            None => MatchLabels::new(),
+        };
         if let Some(l) = leo.get("locality") {
             l.obj(&["region", "zone", "sub_zone"])?;
         }
@@ -85,9 +86,10 @@ pub(crate) fn load_assignment(node: &Node<'_>, addresses: Addresses) -> Result<A
                 &["endpoint_name"],
             )?;
             weight(&lbo)?;
-            if let Some(m) = lbo.get("metadata") {
-                crate::no_effect::metadata(&m)?;
-            }
+            let labels = match lbo.get("metadata") {
+                Some(m) => socket_labels(&m)?,
+                None => MatchLabels::new(),
+            };
             let ep = lbo.req("endpoint")?;
             let epo = ep.obj_with(
                 &["address", "hostname"],
@@ -107,7 +109,8 @@ pub(crate) fn load_assignment(node: &Node<'_>, addresses: Addresses) -> Result<A
                 out.total += 1;
                 continue;
             }
-            let endpoint = endpoint_address(&address, addresses)?;
+            let mut endpoint = endpoint_address(&address, addresses)?;
+            endpoint.socket_labels = [labels, locality_labels.clone()];
             out.total += 1;
             if takes_traffic(&lbo)? {
                 out.endpoints.push(endpoint);
@@ -115,6 +118,27 @@ pub(crate) fn load_assignment(node: &Node<'_>, addresses: Addresses) -> Result<A
         }
     }
     Ok(out)
+}
+
+/// An endpoint's (or locality's) `metadata`: checked as the no-effect metadata is, and its
+/// `filter_metadata["envoy.transport_socket_match"]` fields, the one part that has an effect.
+fn socket_labels(node: &Node<'_>) -> Result<MatchLabels> {
+    crate::no_effect::metadata(node)?;
+    let labels = node
+        .v
+        .get("filter_metadata")
+        .or_else(|| node.v.get("filterMetadata"))
+        .and_then(|f| f.get(SOCKET_MATCH_KEY))
+        .and_then(|m| m.as_object());
+    Ok(labels.map(match_labels).unwrap_or_default())
+}
+
+/// The metadata key `transport_socket_matches` look at.
+const SOCKET_MATCH_KEY: &str = "envoy.transport_socket_match";
+
+/// A `Struct`'s fields as [`MatchLabels`].
+pub(crate) fn match_labels(m: &serde_json::Map<String, serde_json::Value>) -> MatchLabels {
+    m.iter().map(|(k, v)| (k.clone(), v.to_string())).collect()
 }
 
 /// `load_balancing_weight` (accepted: 1..; quickshake balances unweighted).
@@ -197,7 +221,11 @@ pub(crate) fn endpoint_address(node: &Node<'_>, addresses: Addresses) -> Result<
             return Err(pr.err(format!("expected TCP, got \"{proto}\"")));
         }
     }
-    Ok(Endpoint { host, port })
+    Ok(Endpoint {
+        host,
+        port,
+        socket_labels: Default::default(),
+    })
 }
 
 fn valid_dns_name(host: &str) -> bool {

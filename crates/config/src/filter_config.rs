@@ -1,7 +1,9 @@
 //! The configuration of the `cors`, `fault` and `grpc_stats` HTTP filters, and the
-//! `typed_per_filter_config` of routes, virtual hosts and route configurations.
+//! `typed_per_filter_config` of routes, virtual hosts and route configurations (the local rate
+//! limit's own is crate::http_ratelimit's).
 
 use crate::duration::duration;
+use crate::fraction::{fraction, runtime_fraction};
 use crate::matcher::{header_matcher, string_matcher};
 use crate::model::{
     CorsPolicy, FaultAbort, FaultAbortKind, FaultConfig, FaultDelay, Fraction, GrpcStatsFilter,
@@ -14,6 +16,7 @@ pub(crate) const CORS_POLICY: &str = "envoy.extensions.filters.http.cors.v3.Cors
 pub(crate) const FAULT: &str = "envoy.extensions.filters.http.fault.v3.HTTPFault";
 pub(crate) const GRPC_STATS: &str = "envoy.extensions.filters.http.grpc_stats.v3.FilterConfig";
 const FILTER_CONFIG: &str = "envoy.config.route.v3.FilterConfig";
+const COMPRESSOR_PER_ROUTE: &str = "envoy.extensions.filters.http.compressor.v3.CompressorPerRoute";
 
 fn url(short: &str) -> String {
     format!("type.googleapis.com/{short}")
@@ -21,35 +24,6 @@ fn url(short: &str) -> String {
 
 fn short(t: &str) -> &str {
     t.rsplit('/').next().unwrap_or(t)
-}
-
-/// `FractionalPercent` (`numerator`, `denominator` HUNDRED / TEN_THOUSAND / MILLION).
-pub(crate) fn fraction(node: &Node<'_>) -> Result<Fraction> {
-    let o = node.obj(&["numerator", "denominator"])?;
-    let numerator = match o.get("numerator") {
-        Some(n) => u32::try_from(n.as_u64()?).map_err(|_| n.err("out of range"))?,
-        None => 0,
-    };
-    let denominator = match o.get("denominator") {
-        None => 100,
-        Some(d) => {
-            [100, 10_000, 1_000_000][d.enum_index(&["HUNDRED", "TEN_THOUSAND", "MILLION"])?]
-        }
-    };
-    Ok(Fraction {
-        numerator,
-        denominator,
-    })
-}
-
-/// `RuntimeFractionalPercent`: its `default_value` (quickshake has no runtime overrides).
-pub(crate) fn runtime_fraction(node: &Node<'_>) -> Result<Fraction> {
-    let o = node.obj(&["default_value", "runtime_key"])?;
-    o.opt_str("runtime_key")?;
-    o.get("default_value")
-        .map(|d| fraction(&d))
-        .transpose()
-        .map(|f| f.unwrap_or(Fraction::ALL))
 }
 
 /// The CORS filter's own `typed_config` (`envoy.extensions.filters.http.cors.v3.Cors`, no
@@ -271,6 +245,25 @@ fn per_filter_config(node: &Node<'_>, optional: bool) -> Result<PerFilterConfig>
     match short(t) {
         CORS_POLICY => Ok(PerFilterConfig::Cors(cors_policy(node, true)?)),
         FAULT => Ok(PerFilterConfig::Fault(fault(node)?)),
+        COMPRESSOR_PER_ROUTE => {
+            // `disabled: true` turns the compressor off for the route; otherwise the entry
+            // enables it (Envoy Gateway writes `overrides: {response_direction_config: {}}`).
+            let o = node.typed(&url(COMPRESSOR_PER_ROUTE), &["disabled", "overrides"], &[])?;
+            if let Some(ov) = o.get("overrides") {
+                let oo = ov.obj(&["response_direction_config"])?;
+                if let Some(rd) = oo.get("response_direction_config") {
+                    rd.obj_with(&[], &["remove_accept_encoding_header"])?;
+                }
+            }
+            Ok(if o.bool_or_false("disabled")? {
+                PerFilterConfig::Disabled
+            } else {
+                PerFilterConfig::Ignored
+            })
+        }
+        crate::http_ratelimit::LOCAL_RATELIMIT => Ok(PerFilterConfig::LocalRateLimit(
+            std::sync::Arc::new(crate::http_ratelimit::local_rate_limit(node)?),
+        )),
         FILTER_CONFIG => {
             let o = node.typed(
                 &url(FILTER_CONFIG),
@@ -290,7 +283,9 @@ fn per_filter_config(node: &Node<'_>, optional: bool) -> Result<PerFilterConfig>
         other => Err(crate::ConfigError::unsupported(
             node.path.clone() + ".@type",
             Some(&format!(
-                "per-route config {other} (supported: {CORS_POLICY}, {FAULT}, {FILTER_CONFIG})"
+                "per-route config {other} (supported: {CORS_POLICY}, {FAULT}, {}, \
+                 {COMPRESSOR_PER_ROUTE}, {FILTER_CONFIG})",
+                crate::http_ratelimit::LOCAL_RATELIMIT
             )),
         )),
     }

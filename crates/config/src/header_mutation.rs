@@ -9,9 +9,9 @@ use crate::walk::{Node, Obj, Result};
 /// The four fields of one level.
 pub(crate) fn header_mutations(o: &Obj<'_>) -> Result<HeaderMutations> {
     Ok(HeaderMutations {
-        request_add: adds(o, "request_headers_to_add")?,
+        request_add: header_value_options(o, "request_headers_to_add")?,
         request_remove: removes(o, "request_headers_to_remove")?,
-        response_add: adds(o, "response_headers_to_add")?,
+        response_add: header_value_options(o, "response_headers_to_add")?,
         response_remove: removes(o, "response_headers_to_remove")?,
     })
 }
@@ -24,7 +24,8 @@ pub(crate) const FIELDS: [&str; 4] = [
     "response_headers_to_remove",
 ];
 
-fn adds(o: &Obj<'_>, key: &str) -> Result<Vec<HeaderAdd>> {
+/// A `HeaderValueOption` list (also the HTTP local rate limit's `response_headers_to_add`).
+pub(crate) fn header_value_options(o: &Obj<'_>, key: &str) -> Result<Vec<HeaderAdd>> {
     o.items(key).iter().map(header_value_option).collect()
 }
 

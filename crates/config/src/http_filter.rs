@@ -1,10 +1,14 @@
 //! An HTTP connection manager's `http_filters[]`: the router (last), `health_check` and
 //! `compressor` (gzip, brotli, zstd). A filter is identified by its `typed_config` `@type`, as
 //! Envoy does (Istio names its compressors `envoy.filters.http.compressor.brotli` etc.), or by
-//! `name` when it has no `typed_config`.
+//! `name` when it has no `typed_config`. `disabled: true` installs a filter that runs only on
+//! routes whose `typed_per_filter_config` enables it; supported for the filters whose
+//! per-route lookup quickshake runs (cors, compressor, fault, local_ratelimit), refused for
+//! the others.
 
 use crate::duration::duration;
 use crate::filter_config::{self, CORS, FAULT, GRPC_STATS};
+use crate::http_ratelimit::LOCAL_RATELIMIT;
 use crate::matcher::header_matcher;
 use crate::model::{CompressionLibrary, CompressorFilter, HealthCheckFilter, HttpFilter};
 use crate::walk::{Node, Obj, Result};
@@ -18,7 +22,7 @@ const ZSTD: &str = "envoy.extensions.compression.zstd.compressor.v3.Zstd";
 const GRPC_WEB: &str = "envoy.extensions.filters.http.grpc_web.v3.GrpcWeb";
 const SUPPORTED: &str = "envoy.filters.http.router, envoy.filters.http.health_check, \
      envoy.filters.http.compressor, envoy.filters.http.cors, envoy.filters.http.fault, \
-     envoy.filters.http.grpc_stats, envoy.filters.http.grpc_web";
+     envoy.filters.http.grpc_stats, envoy.filters.http.grpc_web, envoy.filters.http.local_ratelimit";
 
 /// Envoy's default `common_config.content_type` list.
 const DEFAULT_CONTENT_TYPES: &[&str] = &[
@@ -82,9 +86,10 @@ pub(crate) fn http_filters(list: &[Node<'_>]) -> Result<(Vec<HttpFilter>, Router
 /// One filter.
 fn http_filter(node: &Node<'_>) -> Result<Filter> {
     let o = node.obj_with(
-        &["name", "typed_config"],
-        &["config_discovery", "is_optional", "disabled"],
+        &["name", "typed_config", "disabled"],
+        &["config_discovery", "is_optional"],
     )?;
+    let disabled = o.bool_or_false("disabled")?;
     let name_node = o.req("name")?;
     let name = name_node.non_empty_str()?;
     // `typed_config: {}` is accepted for the router, as Envoy's older examples write it.
@@ -96,6 +101,27 @@ fn http_filter(node: &Node<'_>) -> Result<Filter> {
             return Ok(Filter::NoEffect);
         }
     }
+    let filter = filter_of(name, &o, tc, disabled)?;
+    match (&filter, disabled) {
+        (Filter::Other(HttpFilter::Cors { .. }), _)
+        | (Filter::Other(HttpFilter::Compressor(_)), _)
+        | (Filter::Other(HttpFilter::Fault { .. }), _)
+        | (Filter::Other(HttpFilter::LocalRateLimit { .. }), _)
+        | (_, false) => Ok(filter),
+        _ => Err(crate::ConfigError::unsupported(
+            o.path.clone() + ".disabled",
+            Some(
+                "a filter disabled by default, of this type (supported: envoy.filters.http.cors, \
+                 envoy.filters.http.compressor, envoy.filters.http.fault, \
+                 envoy.filters.http.local_ratelimit)",
+            ),
+        )),
+    }
+}
+
+/// The filter of `name` / `typed_config`.
+fn filter_of(name: &str, o: &Obj<'_>, tc: Option<Node<'_>>, disabled: bool) -> Result<Filter> {
+    let name_node = o.req("name")?;
     let kind = match &tc {
         Some(tc) => {
             let t = tc.type_url()?;
@@ -111,6 +137,7 @@ fn http_filter(node: &Node<'_>) -> Result<Filter> {
             "envoy.filters.http.fault" => FAULT,
             "envoy.filters.http.grpc_stats" => GRPC_STATS,
             "envoy.filters.http.grpc_web" => GRPC_WEB,
+            "envoy.filters.http.local_ratelimit" => return Err(o.missing("typed_config")),
             other => {
                 return Err(name_node.err(format!(
                     "unknown HTTP filter \"{other}\" (supported: {SUPPORTED})"
@@ -140,25 +167,38 @@ fn http_filter(node: &Node<'_>) -> Result<Filter> {
             }))
         }
         (HEALTH_CHECK, Some(tc)) => Ok(Filter::Other(HttpFilter::HealthCheck(health_check(&tc)?))),
-        (COMPRESSOR, Some(tc)) => Ok(Filter::Other(HttpFilter::Compressor(compressor(&tc)?))),
+        (COMPRESSOR, Some(tc)) => Ok(Filter::Other(HttpFilter::Compressor(CompressorFilter {
+            name: name.to_owned(),
+            disabled,
+            ..compressor(&tc)?
+        }))),
         (CORS, Some(tc)) => {
             filter_config::cors_filter(&tc)?;
             Ok(Filter::Other(HttpFilter::Cors {
                 name: name.to_owned(),
+                disabled,
             }))
         }
         (FAULT, Some(tc)) => Ok(Filter::Other(HttpFilter::Fault {
             name: name.to_owned(),
+            disabled,
             config: filter_config::fault(&tc)?,
+        })),
+        (LOCAL_RATELIMIT, Some(tc)) => Ok(Filter::Other(HttpFilter::LocalRateLimit {
+            name: name.to_owned(),
+            disabled,
+            config: std::sync::Arc::new(crate::http_ratelimit::local_rate_limit(&tc)?),
         })),
         (GRPC_STATS, Some(tc)) => Ok(Filter::Other(HttpFilter::GrpcStats(
             filter_config::grpc_stats(&tc)?,
         ))),
         (CORS, None) => Ok(Filter::Other(HttpFilter::Cors {
             name: name.to_owned(),
+            disabled,
         })),
         (FAULT, None) => Ok(Filter::Other(HttpFilter::Fault {
             name: name.to_owned(),
+            disabled,
             config: Default::default(),
         })),
         (GRPC_STATS, None) => Ok(Filter::Other(HttpFilter::GrpcStats(Default::default()))),
@@ -215,6 +255,8 @@ fn compressor(tc: &Node<'_>) -> Result<CompressorFilter> {
     lo.opt_str("name")?;
     let library = compression_library(&lo.req("typed_config")?)?;
     let mut filter = CompressorFilter {
+        name: String::new(),
+        disabled: false,
         library,
         min_content_length: 30,
         content_types: Vec::new(),

@@ -71,7 +71,7 @@ pub(crate) fn local_rate_limit(
 }
 
 /// `envoy.type.v3.TokenBucket`.
-fn token_bucket(node: &Node<'_>) -> Result<TokenBucket> {
+pub(crate) fn token_bucket(node: &Node<'_>) -> Result<TokenBucket> {
     let o = node.obj(&["max_tokens", "tokens_per_fill", "fill_interval"])?;
     let max_tokens = o
         .get("max_tokens")

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 mod access_log;
 mod filter_config;
+mod header_mutation;
 mod health;
 mod http;
 mod limits;
@@ -20,6 +21,7 @@ mod san;
 mod xds;
 pub use access_log::*;
 pub use filter_config::*;
+pub use header_mutation::*;
 pub use health::*;
 pub use http::*;
 pub use limits::*;
@@ -437,6 +439,8 @@ pub struct Cluster {
     pub circuit_breakers: CircuitBreakers,
     /// `transport_socket` `envoy.transport_sockets.tls` with an `UpstreamTlsContext`.
     pub upstream_tls: Option<UpstreamTls>,
+    /// `transport_socket_matches`, in order (see [`Cluster::socket_match`]).
+    pub transport_socket_matches: Vec<TransportSocketMatch>,
     pub protocol: UpstreamProtocol,
     /// HTTP/2's `initial_stream_window_size` and `initial_connection_window_size` (the rest
     /// of `Http2Options` is not taken for clusters).
@@ -501,6 +505,16 @@ pub enum ClusterDiscovery {
 pub enum LbPolicy {
     RoundRobin,
     LeastRequest,
+    /// `RING_HASH` / `envoy.load_balancing_policies.ring_hash` (xxHash64): the ring has at
+    /// least `min_ring_size` (default 1024) and at most `max_ring_size` (default 8M) points.
+    RingHash {
+        min_ring_size: u64,
+        max_ring_size: u64,
+    },
+    /// `MAGLEV` / `envoy.load_balancing_policies.maglev`: `table_size` (default 65537) is a prime.
+    Maglev {
+        table_size: u64,
+    },
 }
 
 /// An upstream endpoint: `socket_address` `address` + `port_value`.
@@ -510,6 +524,36 @@ pub struct Endpoint {
     pub host: String,
     /// 1..=65535.
     pub port: u16,
+    /// `metadata.filter_metadata["envoy.transport_socket_match"]` of the endpoint, then of its
+    /// locality (empty when absent): what the cluster's `transport_socket_matches` match.
+    pub socket_labels: [MatchLabels; 2],
+}
+
+/// The fields of an `envoy.transport_socket_match` metadata struct (or of a
+/// `transport_socket_matches[].match`): each key with its value as compact JSON.
+pub type MatchLabels = std::collections::BTreeMap<String, String>;
+
+/// One `transport_socket_matches[]` entry of a cluster.
+#[derive(Debug, Clone)]
+pub struct TransportSocketMatch {
+    pub name: String,
+    /// `match`: a subset of an endpoint's labels selects this entry; empty matches every one.
+    pub labels: MatchLabels,
+    /// `transport_socket` (TLS); `None`: plaintext (no transport socket given).
+    pub tls: Option<UpstreamTls>,
+}
+
+impl Cluster {
+    /// Envoy's transport socket for `endpoint`: the index of the first
+    /// `transport_socket_matches` entry whose `match` is a subset of the endpoint's labels,
+    /// else of its locality's; `None`: the cluster's `transport_socket`.
+    pub fn socket_match(&self, endpoint: &Endpoint) -> Option<usize> {
+        endpoint.socket_labels.iter().find_map(|labels| {
+            self.transport_socket_matches
+                .iter()
+                .position(|m| m.labels.iter().all(|(k, v)| labels.get(k) == Some(v)))
+        })
+    }
 }
 
 /// `circuit_breakers.thresholds[]` with priority DEFAULT; Envoy's defaults otherwise.
@@ -562,8 +606,10 @@ pub struct UpstreamTls {
     /// `tls_certificates`), as Envoy Gateway renders its xDS cluster; read when the cluster is
     /// built ([`crate::load_sds_tls_certificate`]).
     pub client_certificate_sds: Option<SdsSecretRef>,
-    /// `common_tls_context.validation_context_sds_secret_config` from a file
-    /// ([`crate::load_sds_trusted_ca`]: the secret's `trusted_ca` and SAN matchers).
+    /// `common_tls_context.validation_context_sds_secret_config` (or
+    /// `combined_validation_context`'s) from a file ([`crate::load_sds_trusted_ca`]: the
+    /// secret's `trusted_ca` and SAN matchers, after `san_matchers` of a combined context's
+    /// `default_validation_context`).
     pub trusted_ca_sds: Option<SdsSecretRef>,
 }
 

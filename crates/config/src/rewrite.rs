@@ -2,7 +2,7 @@
 //! and `request_mirror_policies`.
 
 use crate::cluster::{cluster_ref, ClusterNames};
-use crate::filter_config::runtime_fraction;
+use crate::fraction::runtime_fraction;
 use crate::model::{Fraction, RegexRewrite, RequestMirror};
 use crate::walk::{Node, Obj, Result};
 

@@ -365,6 +365,7 @@ fn route_target(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Rout
             "request_mirror_policies",
             "cluster_not_found_response_code",
             "weighted_clusters",
+            "hash_policy",
         ],
         &[
             "cluster_header",
@@ -380,7 +381,6 @@ fn route_target(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Rout
             "priority",
             "rate_limits",
             "include_vh_rate_limits",
-            "hash_policy",
             "internal_redirect_policy",
             "internal_redirect_action",
             "max_internal_redirects",
@@ -388,7 +388,8 @@ fn route_target(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Rout
             "max_stream_duration",
         ],
     )?;
-    let weighted = match (o.get("cluster"), o.get("weighted_clusters")) {
+    let (weighted, weighted_use_hash_policy) = match (o.get("cluster"), o.get("weighted_clusters"))
+    {
         (Some(_), Some(w)) => {
             return Err(w.err("only one of cluster, weighted_clusters may be set"))
         }
@@ -450,6 +451,11 @@ fn route_target(node: &Node<'_>, clusters: Option<&ClusterNames>) -> Result<Rout
         idle_timeout: o.get("idle_timeout").map(|d| duration(&d)).transpose()?,
         mirrors: crate::rewrite::mirror_policies(&o, clusters)?,
         weighted,
+        weighted_use_hash_policy,
+        hash_policy: match o.get("hash_policy") {
+            Some(h) => crate::hash_policy::hash_policies(&h)?,
+            None => Vec::new(),
+        },
         cluster_not_found_status: match o.get("cluster_not_found_response_code") {
             Some(c) => [503, 404, 500]
                 [c.enum_index(&["SERVICE_UNAVAILABLE", "NOT_FOUND", "INTERNAL_SERVER_ERROR"])?],
@@ -590,18 +596,17 @@ fn retry_policy(node: &Node<'_>) -> Result<RetryPolicy> {
 
 /// `weighted_clusters` `{clusters[] {name, weight, request_headers_to_add/_to_remove,
 /// metadata}, total_weight}`: at least one cluster with a weight; `total_weight`, when given,
-/// the sum (as Envoy checks).
+/// the sum (as Envoy checks); and `use_hash_policy`.
 fn weighted_clusters(
     node: &Node<'_>,
     names: Option<&ClusterNames>,
-) -> Result<Vec<WeightedCluster>> {
+) -> Result<(Vec<WeightedCluster>, bool)> {
     let o = node.obj_with(
-        &["clusters", "total_weight"],
+        &["clusters", "total_weight", "use_hash_policy"],
         &[
             "runtime_key_prefix",
             "header_name",
             "random_value_specifier",
-            "use_hash_policy",
         ],
     )?;
     let mut out = Vec::new();
@@ -652,7 +657,7 @@ fn weighted_clusters(
             return Err(t.err(format!("must equal the sum of the weights, {sum}")));
         }
     }
-    Ok(out)
+    Ok((out, o.bool_or_false("use_hash_policy")?))
 }
 
 /// `retry_back_off`: `base_interval` (required, at least 1 ms) and `max_interval` (default ten

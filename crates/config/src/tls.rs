@@ -18,7 +18,7 @@ use crate::walk::{Node, Obj, Result};
 
 const DOWNSTREAM_TLS_CONTEXT: &str =
     "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext";
-const UPSTREAM_TLS_CONTEXT: &str =
+pub(crate) const UPSTREAM_TLS_CONTEXT: &str =
     "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext";
 
 pub(crate) fn downstream_tls_context(node: &Node<'_>) -> Result<DownstreamTls> {
@@ -343,6 +343,36 @@ fn upstream_tls_params(node: &Node<'_>) -> Result<()> {
 }
 
 /// A cluster's `UpstreamTlsContext`.
+/// An upstream `combined_validation_context` (Envoy Gateway's BackendTLSPolicy): the secret of
+/// `validation_context_sds_secret_config` merged over `default_validation_context`, as Envoy
+/// merges them: the secret's `trusted_ca`, the SAN matchers of both (the default's first).
+fn combined_validation_context(co: &Obj<'_>, cv: &Node<'_>, tls: &mut UpstreamTls) -> Result<()> {
+    for other in ["validation_context", "validation_context_sds_secret_config"] {
+        if let Some(n) = co.get(other) {
+            return Err(n.err(format!("cannot be combined with {}", cv.path)));
+        }
+    }
+    let cvo = cv.obj(&[
+        "default_validation_context",
+        "validation_context_sds_secret_config",
+    ])?;
+    let (_, sans) = match cvo.get("default_validation_context") {
+        Some(d) => crate::validation::validation_fields(&d, false)?,
+        None => (None, Vec::new()),
+    };
+    tls.san_matchers = sans;
+    let vs = cvo.req("validation_context_sds_secret_config")?;
+    match file_sds(&vs)? {
+        SecretRef::Sds(r) => tls.trusted_ca_sds = Some(r),
+        SecretRef::Static(name) => {
+            let v = static_trusted_ca(&vs, &name)?;
+            tls.trusted_ca = Some(v.trusted_ca);
+            tls.san_matchers.extend(v.san_matchers);
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn upstream_tls_context(node: &Node<'_>) -> Result<UpstreamTls> {
     let o = node.typed(
         UPSTREAM_TLS_CONTEXT,
@@ -380,7 +410,13 @@ pub(crate) fn upstream_tls_context(node: &Node<'_>) -> Result<UpstreamTls> {
     let not_here: Vec<&str> = COMMON_TLS_NOT_SUPPORTED
         .iter()
         .copied()
-        .filter(|k| *k != "validation_context_sds_secret_config")
+        .filter(|k| {
+            ![
+                "validation_context_sds_secret_config",
+                "combined_validation_context",
+            ]
+            .contains(k)
+        })
         .collect();
     let co = ctx.obj_with(
         &[
@@ -390,6 +426,7 @@ pub(crate) fn upstream_tls_context(node: &Node<'_>) -> Result<UpstreamTls> {
             "tls_params",
             "tls_certificate_sds_secret_configs",
             "validation_context_sds_secret_config",
+            "combined_validation_context",
         ],
         &not_here,
     )?;
@@ -431,6 +468,9 @@ pub(crate) fn upstream_tls_context(node: &Node<'_>) -> Result<UpstreamTls> {
     }
     if let Some(a) = co.get("alpn_protocols") {
         tls.alpn_protocols = alpn(&a)?;
+    }
+    if let Some(cv) = co.get("combined_validation_context") {
+        combined_validation_context(&co, &cv, &mut tls)?;
     }
     if let Some(v) = co.get("validation_context") {
         let v: Option<ValidationContext> = validation_context(&v)?;

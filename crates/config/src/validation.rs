@@ -3,7 +3,7 @@
 //! have); the other ways to verify are not supported yet.
 
 use crate::matcher::string_matcher;
-use crate::model::{SanMatcher, SanType, ValidationContext};
+use crate::model::{DataSource, SanMatcher, SanType, ValidationContext};
 use crate::source::data_source;
 use crate::walk::{Node, Result};
 
@@ -19,6 +19,20 @@ const SAN_TYPES: [&str; 6] = [
 
 /// A `CertificateValidationContext`; `None` when it sets nothing quickshake verifies with.
 pub(crate) fn validation_context(node: &Node<'_>) -> Result<Option<ValidationContext>> {
+    let (ca, san_matchers) = validation_fields(node, true)?;
+    Ok(ca.map(|trusted_ca| ValidationContext {
+        trusted_ca,
+        san_matchers,
+    }))
+}
+
+/// A `CertificateValidationContext`'s `trusted_ca` (if any) and SAN matchers; without
+/// `sans_need_ca` (a `combined_validation_context`'s default, whose secret brings the CA) SAN
+/// matchers may come alone.
+pub(crate) fn validation_fields(
+    node: &Node<'_>,
+    sans_need_ca: bool,
+) -> Result<(Option<DataSource>, Vec<SanMatcher>)> {
     let o = node.obj_with(
         &["trusted_ca", "match_typed_subject_alt_names"],
         &[
@@ -42,19 +56,19 @@ pub(crate) fn validation_context(node: &Node<'_>) -> Result<Option<ValidationCon
         san_matchers.push(san_matcher(&m)?);
     }
     let Some(ca) = o.get("trusted_ca") else {
-        if let Some(m) = o.get("match_typed_subject_alt_names") {
+        if let Some(m) = o
+            .get("match_typed_subject_alt_names")
+            .filter(|_| sans_need_ca)
+        {
             if !san_matchers.is_empty() {
                 // Envoy: "SAN-based verification of peer certificates without trusted CA is
                 // insecure and not allowed".
                 return Err(m.err("needs trusted_ca (SAN verification without a trusted CA is insecure and not allowed)"));
             }
         }
-        return Ok(None);
+        return Ok((None, san_matchers));
     };
-    Ok(Some(ValidationContext {
-        trusted_ca: data_source(&ca)?,
-        san_matchers,
-    }))
+    Ok((Some(data_source(&ca)?), san_matchers))
 }
 
 /// A `SubjectAltNameMatcher`: `san_type` and `matcher` (a `StringMatcher`).

@@ -53,7 +53,7 @@ fn istios_default_filters_and_connection_manager_fields_load() {
     assert_eq!(h.http_filters.len(), 3);
     assert!(matches!(&h.http_filters[0], HttpFilter::GrpcStats(g) if g.emit_filter_state));
     assert!(
-        matches!(&h.http_filters[1], HttpFilter::Fault { name, config } if name == "envoy.filters.http.fault" && config.abort.is_none())
+        matches!(&h.http_filters[1], HttpFilter::Fault { name, config, .. } if name == "envoy.filters.http.fault" && config.abort.is_none())
     );
     assert!(matches!(&h.http_filters[2], HttpFilter::Cors { .. }));
     assert_eq!(

@@ -28,11 +28,13 @@ fn proxy_config_parses() {
         vec![
             Endpoint {
                 host: "api-1.internal".into(),
-                port: 8443
+                port: 8443,
+                socket_labels: Default::default(),
             },
             Endpoint {
                 host: "api-2.internal".into(),
-                port: 8443
+                port: 8443,
+                socket_labels: Default::default(),
             },
         ]
     );
@@ -76,11 +78,13 @@ fn proxy_config_parses() {
         vec![
             Endpoint {
                 host: "10.0.0.5".into(),
-                port: 5432
+                port: 5432,
+                socket_labels: Default::default(),
             },
             Endpoint {
                 host: "::1".into(),
-                port: 5433
+                port: 5433,
+                socket_labels: Default::default(),
             },
         ]
     );
@@ -137,6 +141,8 @@ fn proxy_config_parses() {
             mirrors: Vec::new(),
             cluster_not_found_status: 503,
             weighted: Vec::new(),
+            hash_policy: Vec::new(),
+            weighted_use_hash_policy: false,
         }
     );
     let RouteAction::Redirect(old) = &routes[1].action else {
@@ -350,7 +356,7 @@ fn cluster_errors() {
             "static_resources.clusters[0].type",
         ),
         (
-            Box::new(|v| v["static_resources"]["clusters"][0]["lb_policy"] = json!("RING_HASH")),
+            Box::new(|v| v["static_resources"]["clusters"][0]["lb_policy"] = json!("RANDOM")),
             "static_resources.clusters[0].lb_policy",
         ),
         (

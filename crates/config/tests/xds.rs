@@ -313,7 +313,8 @@ fn cluster_resources() {
             "{{typed_extension_config: {{name: n, typed_config: {{'@type': type.googleapis.com/envoy.extensions.load_balancing_policies.{t}}}}}}}"
         )
     };
-    let ring = p("ring_hash.v3.RingHash");
+    // Ring hash and Maglev are supported; Random is not.
+    let ring = p("random.v3.Random");
     let lr = p("least_request.v3.LeastRequest");
     let rr = p("round_robin.v3.RoundRobin");
     assert_eq!(
@@ -328,7 +329,8 @@ fn cluster_resources() {
     assert_eq!(
         e.to_string(),
         "C: load_balancing_policy.policies[0].typed_extension_config.typed_config.@type: not \
-         supported yet (only envoy.load_balancing_policies.round_robin and least_request)"
+         supported yet (only envoy.load_balancing_policies.round_robin, least_request, ring_hash and \
+         maglev)"
     );
 }
 
@@ -351,11 +353,13 @@ fn cluster_load_assignments() {
         vec![
             Endpoint {
                 host: "10.0.0.1".into(),
-                port: 8080
+                port: 8080,
+                socket_labels: Default::default(),
             },
             Endpoint {
                 host: "::1".into(),
-                port: 8080
+                port: 8080,
+                socket_labels: Default::default(),
             }
         ]
     );

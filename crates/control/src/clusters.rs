@@ -2,9 +2,11 @@
 
 use quickshake_config::{
     load_sds_tls_certificate, load_sds_trusted_ca, read_data_source, Cluster, ClusterDiscovery,
-    DnsLookupFamily, HealthCheck, HealthCheckKind, LbPolicy, OutlierDetection, UpstreamProtocol,
-    UpstreamTls,
+    DnsLookupFamily, Endpoint, HealthCheck, HealthCheckKind, LbPolicy, OutlierDetection,
+    UpstreamProtocol, UpstreamTls,
 };
+use std::net::{IpAddr, SocketAddr};
+
 use quickshake_stats::Store;
 use quickshake_upstream::{
     ClusterManager, ClusterSpec, Discovery, DnsFamily, HealthCheckSpec, Limits, OutlierSpec,
@@ -26,7 +28,11 @@ pub fn cluster_manager(clusters: &[Cluster], store: &Store) -> Result<ClusterMan
 /// files (`tls_certificate_sds_secret_configs`, `validation_context_sds_secret_config`).
 /// Errors name the field.
 pub fn tls_spec(c: &Cluster, t: &UpstreamTls) -> Result<UpstreamTlsSpec, ServerError> {
-    let field = format!("{}.transport_socket", c.path);
+    tls_spec_at(&format!("{}.transport_socket", c.path), t)
+}
+
+/// [`tls_spec`] for the `UpstreamTlsContext` at `field`.
+fn tls_spec_at(field: &str, t: &UpstreamTls) -> Result<UpstreamTlsSpec, ServerError> {
     let read =
         |ds: &quickshake_config::DataSource, f: &str| read_data_source(ds, &format!("{field}.{f}"));
     let from_sds = match &t.client_certificate_sds {
@@ -54,9 +60,12 @@ pub fn tls_spec(c: &Cluster, t: &UpstreamTls) -> Result<UpstreamTlsSpec, ServerE
         ),
         (None, Some(r)) => {
             let v = load_sds_trusted_ca(r)?;
+            // A combined validation context's default matchers first (none otherwise).
+            let mut sans = t.san_matchers.clone();
+            sans.extend(v.san_matchers);
             (
                 Some(read(&v.trusted_ca, "validation_context_sds_secret_config")?),
-                v.san_matchers,
+                sans,
             )
         }
         (None, None) => (None, Vec::new()),
@@ -73,11 +82,24 @@ pub fn tls_spec(c: &Cluster, t: &UpstreamTls) -> Result<UpstreamTlsSpec, ServerE
 
 /// One cluster's upstream spec (also for clusters a control plane sends).
 pub(crate) fn spec(c: &Cluster) -> Result<ClusterSpec, ServerError> {
-    let tls = c
+    let mut tls = c
         .upstream_tls
         .as_ref()
         .map(|t| tls_spec(c, t))
         .transpose()?;
+    let socket_matches = c
+        .transport_socket_matches
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let field = format!("{}.transport_socket_matches[{i}].transport_socket", c.path);
+            m.tls.as_ref().map(|t| tls_spec_at(&field, t)).transpose()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let (host_sockets, folded) = host_sockets(c)?;
+    if let Some(i) = folded {
+        tls = socket_matches[i].clone();
+    }
     Ok(ClusterSpec {
         name: c.name.clone(),
         connect_timeout: c.connect_timeout,
@@ -91,6 +113,14 @@ pub(crate) fn spec(c: &Cluster) -> Result<ClusterSpec, ServerError> {
         lb: match c.lb_policy {
             LbPolicy::RoundRobin => quickshake_upstream::LbPolicy::RoundRobin,
             LbPolicy::LeastRequest => quickshake_upstream::LbPolicy::LeastRequest,
+            LbPolicy::RingHash {
+                min_ring_size,
+                max_ring_size,
+            } => quickshake_upstream::LbPolicy::RingHash {
+                min_ring_size,
+                max_ring_size,
+            },
+            LbPolicy::Maglev { table_size } => quickshake_upstream::LbPolicy::Maglev { table_size },
         },
         endpoints: c
             .endpoints
@@ -104,6 +134,8 @@ pub(crate) fn spec(c: &Cluster) -> Result<ClusterSpec, ServerError> {
             max_retries: c.circuit_breakers.max_retries,
         },
         tls,
+        socket_matches,
+        host_sockets,
         protocol: match c.protocol {
             UpstreamProtocol::Http1 => Protocol::Http1,
             UpstreamProtocol::Http2 => Protocol::Http2,
@@ -126,6 +158,52 @@ pub(crate) fn spec(c: &Cluster) -> Result<ClusterSpec, ServerError> {
         idle_timeout: c.connection_reuse.idle_timeout,
         max_requests_per_connection: c.connection_reuse.max_requests,
     })
+}
+
+/// Hosts with their `transport_socket_matches` entry, or the one entry all hosts use.
+type HostSockets = (Vec<(SocketAddr, usize)>, Option<usize>);
+
+/// The `transport_socket_matches` entry each endpoint of `c` uses (`None`: the cluster's
+/// `transport_socket`), as host addresses with their entry. When every endpoint uses the same
+/// entry, that entry instead (the second value), so DNS clusters need no addresses; a DNS
+/// cluster whose endpoints use different entries is refused.
+fn host_sockets(c: &Cluster) -> Result<HostSockets, ServerError> {
+    let picks: Vec<Option<usize>> = c.endpoints.iter().map(|e| c.socket_match(e)).collect();
+    match picks.first() {
+        Some(&first) if picks.iter().all(|p| *p == first) => return Ok((Vec::new(), first)),
+        None => return Ok((Vec::new(), None)),
+        Some(_) => {}
+    }
+    let mut out = Vec::new();
+    for (e, pick) in c.endpoints.iter().zip(picks) {
+        let Some(i) = pick else { continue };
+        let ip: IpAddr = e.host.parse().map_err(|_| ServerError::Invalid {
+            field: format!("{}.transport_socket_matches", c.path),
+            reason: "endpoints of a DNS cluster that use different transport sockets are not \
+                     supported yet"
+                .into(),
+        })?;
+        out.push((SocketAddr::new(ip, e.port), i));
+    }
+    Ok((out, None))
+}
+
+/// EDS endpoints of `c` as host addresses, each with the `transport_socket_matches` entry it
+/// uses (none without the cluster's configuration).
+pub(crate) fn eds_hosts(
+    c: Option<&Cluster>,
+    endpoints: &[Endpoint],
+) -> Vec<(SocketAddr, Option<usize>)> {
+    endpoints
+        .iter()
+        .filter_map(|e| {
+            let ip: IpAddr = e.host.trim_matches(['[', ']']).parse().ok()?;
+            Some((
+                SocketAddr::new(ip, e.port),
+                c.and_then(|c| c.socket_match(e)),
+            ))
+        })
+        .collect()
 }
 
 fn health_check_spec(h: &HealthCheck) -> HealthCheckSpec {

@@ -210,16 +210,12 @@ impl DynamicConfig {
             let Some(cluster) = self.clusters.cluster(name) else {
                 continue;
             };
-            let addrs = b
-                .value
-                .iter()
-                .filter_map(|e| {
-                    let ip: std::net::IpAddr = e.host.trim_matches(['[', ']']).parse().ok()?;
-                    Some(SocketAddr::new(ip, e.port))
-                })
-                .collect::<Vec<_>>();
-            tracing::info!(cluster = %name, endpoints = addrs.len(), "endpoints updated");
-            cluster.set_endpoints(addrs);
+            // A bootstrap cluster fed by EDS is not among the update's clusters.
+            let config = a.clusters.iter().map(|c| &c.value);
+            let config = config.chain(&self.boot.clusters).find(|c| &c.name == name);
+            let hosts = clusters::eds_hosts(config, &b.value);
+            tracing::info!(cluster = %name, endpoints = hosts.len(), "endpoints updated");
+            cluster.set_endpoints_with_sockets(hosts);
             self.endpoint_prints.insert(name.clone(), b.fingerprint);
         }
         Vec::new()

@@ -1,14 +1,18 @@
 //! The connection manager's decisions between routing and the router: the virtual host's
-//! `require_tls` redirect, then the CORS and fault filters in their `http_filters` order (a
-//! preflight or an abort answers the request here; a delay waits here).
+//! `require_tls` redirect, then the CORS, fault and local rate limit filters in their
+//! `http_filters` order (a preflight, an abort or a rate limit answers the request here; a
+//! delay waits here).
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
-use quickshake_config::{HttpFilter, RequireTls, Route, RouteAction, RouteConfig, VirtualHost};
+use quickshake_config::{
+    HttpFilter, PerFilterConfig, RequireTls, Route, RouteAction, RouteConfig, VirtualHost,
+};
 
 use crate::body::{full, Body};
 use crate::cors::{self, Cors};
 use crate::fault::{self, ActiveFault};
+use crate::local_ratelimit::{self, Decision};
 use crate::routing::RequestView;
 use crate::runtime::{ConnInfo, HttpRuntime};
 
@@ -19,6 +23,8 @@ pub(crate) struct Filtered<'a> {
     pub flags: Option<&'static str>,
     /// The CORS response headers to add.
     pub cors: Option<cors::Allowed>,
+    /// The local rate limit's `x-ratelimit-*` headers for the response.
+    pub rate_limit_headers: Option<local_ratelimit::XRateLimit>,
     _fault: Option<ActiveFault<'a>>,
 }
 
@@ -42,14 +48,14 @@ pub(crate) async fn decode_filters<'a, B>(
     let mut out = Filtered::default();
     for f in &rt.http_filters {
         match f {
-            HttpFilter::Cors { name } => {
+            HttpFilter::Cors { name, disabled } => {
                 // Envoy's CORS filter acts on routes that forward (not on direct responses or
                 // redirects).
                 let Some(r) = route.filter(|(r, _, _)| matches!(r.action, RouteAction::Route(_)))
                 else {
                     continue;
                 };
-                if crate::per_filter::disabled(name, Some(r)) {
+                if crate::per_filter::skipped(name, *disabled, Some(r)) {
                     continue;
                 }
                 match cors::decode(name, r, req.method(), req.headers(), rt.cors_stats.as_ref()) {
@@ -64,11 +70,15 @@ pub(crate) async fn decode_filters<'a, B>(
                     Cors::Pass => {}
                 }
             }
-            HttpFilter::Fault { name, config } => {
+            HttpFilter::Fault {
+                name,
+                disabled,
+                config,
+            } => {
                 let Some(stats) = rt.fault_stats.as_ref() else {
                     continue;
                 };
-                if crate::per_filter::disabled(name, route) {
+                if crate::per_filter::skipped(name, *disabled, route) {
                     continue;
                 }
                 let view = RequestView::of(req, authority, conn.tls_version.is_some());
@@ -85,6 +95,32 @@ pub(crate) async fn decode_filters<'a, B>(
                         flags: out.flags,
                         details: "fault_filter_abort",
                     }));
+                }
+            }
+            HttpFilter::LocalRateLimit {
+                name,
+                disabled,
+                config,
+            } => {
+                if crate::per_filter::skipped(name, *disabled, route) {
+                    continue;
+                }
+                let config = match route.and_then(|r| crate::per_filter::most_specific(name, r)) {
+                    Some(PerFilterConfig::LocalRateLimit(c)) => c,
+                    _ => config,
+                };
+                let Some(store) = rt.local_rate_limit_store.as_ref() else {
+                    continue;
+                };
+                match local_ratelimit::decide(config, store) {
+                    Decision::Pass(headers) => out.rate_limit_headers = headers,
+                    Decision::Limited(response) => {
+                        return Err(Box::new(Answered {
+                            response,
+                            flags: Some("RL"),
+                            details: "local_rate_limited",
+                        }));
+                    }
                 }
             }
             _ => {}

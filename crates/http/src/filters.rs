@@ -10,7 +10,9 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
-use quickshake_config::{CompressionLibrary, CompressorFilter, HttpFilter};
+use quickshake_config::{
+    CompressionLibrary, CompressorFilter, HttpFilter, Route, RouteConfig, VirtualHost,
+};
 use tokio_util::io::{ReaderStream, StreamReader};
 
 use crate::body::{full, Body};
@@ -89,8 +91,11 @@ pub(crate) fn health_check_failing(
 /// `Accept-Encoding` ranks highest (q > 0; ties go to the earlier filter; `*` stands for any
 /// encoding not listed). `None` also when the client wants none of them, or the request is a
 /// HEAD. Removes `Accept-Encoding` when a compressor says `remove_accept_encoding_header`.
+/// A compressor the route turns off (or does not turn on, when installed `disabled`) is left
+/// out.
 pub(crate) fn choose_compressor<'a>(
     filters: &'a [HttpFilter],
+    route: Option<(&Route, &VirtualHost, &RouteConfig)>,
     method: &Method,
     headers: &mut HeaderMap,
 ) -> Option<(&'a CompressorFilter, bool)> {
@@ -100,6 +105,7 @@ pub(crate) fn choose_compressor<'a>(
             HttpFilter::Compressor(c) => Some(c),
             _ => None,
         })
+        .filter(|c| !crate::per_filter::skipped(&c.name, c.disabled, route))
         .collect();
     let first = *compressors.first()?;
     let accept = headers

@@ -3,8 +3,10 @@
 //! request through the route table with direct responses and redirects (`request`), the
 //! per-chain runtime and its route table, installed inline or by RDS (`runtime`), the HTTP
 //! filters (health check, compressor: `filters`; CORS: `cors`; fault injection: `fault`; gRPC
-//! stats: `grpc_stats`; run with `require_tls` between routing and the router in `decode`, with
-//! the per-route overrides in `per_filter`), forwarding to upstream clusters with retries
+//! stats: `grpc_stats`; local rate limit: `local_ratelimit`, on the token bucket every local
+//! rate limit shares, the listener's included: `token_bucket`; run with `require_tls` between
+//! routing and the router in `decode`, with the per-route overrides and per-route enabling of
+//! filters installed `disabled` in `per_filter`), forwarding to upstream clusters with retries
 //! and WebSocket upgrades (`proxy`, `upgrade`), `x-forwarded-client-cert` (`xfcc`), and
 //! access logs (`access_log`, with its clock in `time`).
 //!
@@ -27,8 +29,10 @@ mod fault;
 mod filters;
 mod grpc_stats;
 mod grpc_web;
+mod hash_policy;
 mod header_mutation;
 mod header_policy;
+mod local_ratelimit;
 mod mirror;
 mod path_normalize;
 mod per_filter;
@@ -40,6 +44,7 @@ mod runtime;
 mod serve;
 mod stream_idle;
 pub mod time;
+mod token_bucket;
 mod upgrade;
 mod xfcc;
 
@@ -49,4 +54,5 @@ pub use error::HttpError;
 pub use request::handle_request;
 pub use runtime::{ConnInfo, HttpRuntime, HttpStats, RouteTable};
 pub use serve::serve_http;
+pub use token_bucket::{BucketRegistry, TokenBucket};
 pub use xfcc::TlsPeer;

@@ -1,5 +1,6 @@
 //! A route's `typed_per_filter_config`: the most specific entry for a filter (route, then
-//! virtual host, then route configuration), and whether it disables the filter.
+//! virtual host, then route configuration), and whether it disables the filter or enables one
+//! installed `disabled`.
 
 use quickshake_config::{PerFilterConfig, PerFilterConfigs, Route, RouteConfig, VirtualHost};
 
@@ -18,7 +19,18 @@ pub(crate) fn most_specific<'a>(
         .find_map(|level| lookup(level, name))
 }
 
-/// Whether the most specific entry disables the filter (`FilterConfig.disabled`).
-pub(crate) fn disabled(name: &str, route: Option<(&Route, &VirtualHost, &RouteConfig)>) -> bool {
-    route.is_some_and(|r| matches!(most_specific(name, r), Some(PerFilterConfig::Disabled)))
+/// Whether the filter named `name` does not run for this request, as Envoy decides: the most
+/// specific entry for it disables it (`FilterConfig.disabled`) or enables it (any other entry:
+/// the filter's own per-route config, or `FilterConfig` with `disabled: false`); with none,
+/// `disabled_by_default` (the filter's `disabled` in `http_filters`) decides.
+pub(crate) fn skipped(
+    name: &str,
+    disabled_by_default: bool,
+    route: Option<(&Route, &VirtualHost, &RouteConfig)>,
+) -> bool {
+    match route.and_then(|r| most_specific(name, r)) {
+        Some(PerFilterConfig::Disabled) => true,
+        Some(_) => false,
+        None => disabled_by_default,
+    }
 }

@@ -11,7 +11,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, Uri};
 use http_body_util::BodyExt;
 use quickshake_config::{RetryPolicy, RouteTarget};
-use quickshake_upstream::{Cluster, PreviousHosts, UpstreamBody, UpstreamError};
+use quickshake_upstream::{Cluster, PreviousHosts, RequestHash, UpstreamBody, UpstreamError};
 
 use crate::body::{error_response, Body, RequestBody};
 use crate::mirror::{self, Mirrors};
@@ -86,6 +86,21 @@ pub(crate) async fn forward<B: RequestBody>(
         set_authority(&mut parts, host, target.append_x_forwarded_host);
     }
     prepare_headers(&mut parts.headers, rt, conn, upgrade);
+    let mut set_cookies = Vec::new();
+    if !target.hash_policy.is_empty() {
+        let input = crate::hash_policy::HashInput {
+            method: &parts.method,
+            uri: &parts.uri,
+            headers: &parts.headers,
+            peer: &conn.peer,
+            local: &conn.local,
+        };
+        let (hash, cookies) = crate::hash_policy::request_hash(&target.hash_policy, &input);
+        if let Some(h) = hash {
+            parts.extensions.insert(RequestHash(h));
+        }
+        set_cookies = cookies;
+    }
     let header = |n: &str| {
         parts
             .headers
@@ -224,6 +239,13 @@ pub(crate) async fn forward<B: RequestBody>(
                     .get::<quickshake_upstream::UpstreamLocalAddress>()
                     .map(|l| l.0.to_string());
                 let mut resp = finish(resp, started, rt);
+                // A cookie the hash policy generated goes back to the client (Envoy adds it
+                // to the upstream's response headers).
+                for c in &set_cookies {
+                    if let Ok(v) = HeaderValue::from_str(c) {
+                        resp.headers_mut().append(header::SET_COOKIE, v);
+                    }
+                }
                 if attempts.response {
                     resp.headers_mut()
                         .insert(ATTEMPT_COUNT, HeaderValue::from(attempt + 1));

@@ -270,7 +270,7 @@ async fn route_request<B: RequestBody>(
     };
     let route = route.map(|(_, r)| r);
     let method = req.method().clone();
-    let compressor = choose_compressor(&rt.http_filters, &method, req.headers_mut());
+    let compressor = choose_compressor(&rt.http_filters, full_route, &method, req.headers_mut());
     let grpc_web = if rt
         .http_filters
         .iter()
@@ -298,60 +298,61 @@ async fn route_request<B: RequestBody>(
             stats.rq_redirect.inc();
             redirect(r, &req, authority, conn, matched_prefix(route))
         }
-        Some((route, RouteAction::Route(target))) => match pick_cluster(target, &mut req) {
-            name if table.clusters.contains_key(name) => {
-                let cluster = &table.clusters[name];
-                outcome.upstream_cluster = Some(name.to_owned());
-                let attempts = full_route.map(|(_, vh, _)| AttemptCount {
-                    request: vh.include_request_attempt_count,
-                    response: vh.include_attempt_count_in_response,
-                });
-                let mirrors: Mirrors<'_> = target
-                    .mirrors
-                    .iter()
-                    .filter_map(|m| Some((m, table.clusters.get(&m.cluster)?.clone())))
-                    .collect();
-                let call = grpc_stats::start(
-                    &rt.http_filters,
-                    req.headers(),
-                    req.uri().path(),
-                    cluster.stats().scope(),
-                );
-                let req = req.map(|b| Counted::new(b, call.clone(), Direction::Request));
-                let (resp, fwd) = forward(
-                    req,
-                    target,
-                    matched_prefix(route),
-                    (cluster, &mirrors),
-                    (rt, conn),
-                    attempts.unwrap_or_default(),
-                )
-                .await;
-                // An upstream failure's flag wins over a filter's (`DI`).
-                if fwd.response_flags.is_some() {
-                    outcome.response_flags = fwd.response_flags;
-                }
-                outcome.details = outcome.details.or(fwd.details);
-                outcome.forwarded = Some(fwd);
-                // A response that ends with its headers (trailers-only) ends the call there.
-                let ended = hyper::body::Body::is_end_stream(resp.body());
-                match call.filter(|c| !(ended && c.trailers_only(resp.headers()))) {
-                    Some(c) => {
-                        resp.map(|b| BodyExt::boxed(Counted::new(b, Some(c), Direction::Response)))
+        Some((route, RouteAction::Route(target))) => {
+            match pick_cluster(target, &mut req, conn) {
+                name if table.clusters.contains_key(name) => {
+                    let cluster = &table.clusters[name];
+                    outcome.upstream_cluster = Some(name.to_owned());
+                    let attempts = full_route.map(|(_, vh, _)| AttemptCount {
+                        request: vh.include_request_attempt_count,
+                        response: vh.include_attempt_count_in_response,
+                    });
+                    let mirrors: Mirrors<'_> = target
+                        .mirrors
+                        .iter()
+                        .filter_map(|m| Some((m, table.clusters.get(&m.cluster)?.clone())))
+                        .collect();
+                    let call = grpc_stats::start(
+                        &rt.http_filters,
+                        req.headers(),
+                        req.uri().path(),
+                        cluster.stats().scope(),
+                    );
+                    let req = req.map(|b| Counted::new(b, call.clone(), Direction::Request));
+                    let (resp, fwd) = forward(
+                        req,
+                        target,
+                        matched_prefix(route),
+                        (cluster, &mirrors),
+                        (rt, conn),
+                        attempts.unwrap_or_default(),
+                    )
+                    .await;
+                    // An upstream failure's flag wins over a filter's (`DI`).
+                    if fwd.response_flags.is_some() {
+                        outcome.response_flags = fwd.response_flags;
                     }
-                    None => resp,
+                    outcome.details = outcome.details.or(fwd.details);
+                    outcome.forwarded = Some(fwd);
+                    // A response that ends with its headers (trailers-only) ends the call there.
+                    let ended = hyper::body::Body::is_end_stream(resp.body());
+                    match call.filter(|c| !(ended && c.trailers_only(resp.headers()))) {
+                        Some(c) => resp
+                            .map(|b| BodyExt::boxed(Counted::new(b, Some(c), Direction::Response))),
+                        None => resp,
+                    }
+                }
+                _ => {
+                    // A route naming a cluster that does not exist (RDS may deliver it before
+                    // CDS does): Envoy's 503 with `NC`, or the route's
+                    // `cluster_not_found_response_code`.
+                    stats.no_cluster.inc();
+                    outcome.response_flags = Some("NC");
+                    outcome.details = Some("cluster_not_found");
+                    direct(target.cluster_not_found_status, None)
                 }
             }
-            _ => {
-                // A route naming a cluster that does not exist (RDS may deliver it before
-                // CDS does): Envoy's 503 with `NC`, or the route's
-                // `cluster_not_found_response_code`.
-                stats.no_cluster.inc();
-                outcome.response_flags = Some("NC");
-                outcome.details = Some("cluster_not_found");
-                direct(target.cluster_not_found_status, None)
-            }
-        },
+        }
         None => {
             stats.no_route.inc();
             outcome.response_flags = Some("NR");
@@ -363,6 +364,9 @@ async fn route_request<B: RequestBody>(
     header_mutation::apply(resp.headers_mut(), &levels, Side::Response);
     if let Some(a) = &filtered.cors {
         cors::encode(a, resp.headers_mut());
+    }
+    if let Some(x) = &filtered.rate_limit_headers {
+        x.encode(resp.headers_mut());
     }
     drop(filtered);
     if grpc_web == GrpcWeb::Translated {
@@ -388,15 +392,34 @@ fn direct(status: u16, body: Option<String>) -> Response<Body> {
 }
 
 /// The route's cluster, or one of its `weighted_clusters` drawn by weight (whose request
-/// header mutations are applied to `req`).
-fn pick_cluster<'t, B>(target: &'t RouteTarget, req: &mut Request<B>) -> &'t str {
+/// header mutations are applied to `req`); with `use_hash_policy`, the request's hash (when
+/// it has one) stands in for the draw, as in Envoy.
+fn pick_cluster<'t, B>(target: &'t RouteTarget, req: &mut Request<B>, conn: &ConnInfo) -> &'t str {
     let total: u64 = target.weighted.iter().map(|w| u64::from(w.weight)).sum();
     if total == 0 {
         return &target.cluster;
     }
-    let mut b = [0u8; 8];
-    let _ = boring::rand::rand_bytes(&mut b);
-    let mut draw = u64::from_le_bytes(b) % total;
+    let hash = match target.weighted_use_hash_policy {
+        true => {
+            crate::hash_policy::request_hash(
+                &target.hash_policy,
+                &crate::hash_policy::HashInput {
+                    method: req.method(),
+                    uri: req.uri(),
+                    headers: req.headers(),
+                    peer: &conn.peer,
+                    local: &conn.local,
+                },
+            )
+            .0
+        }
+        false => None,
+    };
+    let mut draw = hash.unwrap_or_else(|| {
+        let mut b = [0u8; 8];
+        let _ = boring::rand::rand_bytes(&mut b);
+        u64::from_le_bytes(b)
+    }) % total;
     for w in &target.weighted {
         if draw < u64::from(w.weight) {
             header_mutation::apply(req.headers_mut(), &[&w.mutations], Side::Request);

@@ -185,6 +185,9 @@ pub struct HttpRuntime {
     pub(crate) cors_stats: Option<CorsStats>,
     /// `http.<stat_prefix>.fault.*`, when a fault filter is configured.
     pub(crate) fault_stats: Option<FaultStats>,
+    /// Where the local rate limit filters' `<stat_prefix>.http_local_rate_limit.*` go, when
+    /// one is configured.
+    pub(crate) local_rate_limit_store: Option<Store>,
 }
 
 /// Largest request body buffered so a request can be retried when the listener sets no
@@ -218,6 +221,12 @@ impl HttpRuntime {
         let loggers = open_access_logs(&cfg.access_logs, &cfg.path)?;
         let server_name = cfg.server_name.as_deref().unwrap_or("quickshake");
         let has = |p: &dyn Fn(&HttpFilter) -> bool| cfg.http_filters.iter().any(p);
+        // As in Envoy, a local rate limit filter's counters exist once it is configured.
+        for f in &cfg.http_filters {
+            if let HttpFilter::LocalRateLimit { config, .. } = f {
+                crate::local_ratelimit::limiter(config, store);
+            }
+        }
         Ok(HttpRuntime {
             codec: cfg.codec_type,
             routes: ArcSwap::from_pointee(table),
@@ -256,6 +265,8 @@ impl HttpRuntime {
                 .then(|| CorsStats::new(store, &cfg.stat_prefix)),
             fault_stats: has(&|f| matches!(f, HttpFilter::Fault { .. }))
                 .then(|| FaultStats::new(store, &cfg.stat_prefix)),
+            local_rate_limit_store: has(&|f| matches!(f, HttpFilter::LocalRateLimit { .. }))
+                .then(|| store.clone()),
         })
     }
 }

@@ -18,7 +18,7 @@ use quickshake_config::{ListenerLimit, LocalRateLimit, SocketLimit};
 use quickshake_stats::{Counter, Store};
 
 use crate::handshake_limit::{HandshakeSlot, HandshakeTable};
-use crate::token_bucket::{BucketRegistry, TokenBucket};
+use quickshake_http::{BucketRegistry, TokenBucket};
 
 /// When a listener filter acts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

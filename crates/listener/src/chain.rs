@@ -16,7 +16,7 @@ use quickshake_upstream::ClusterManager;
 use crate::admission::ChainRateLimits;
 use crate::error::ServerError;
 use crate::tcp_proxy::TcpProxyRuntime;
-use crate::token_bucket::BucketRegistry;
+use quickshake_http::BucketRegistry;
 
 /// Handshake timeout used when `transport_socket_connect_timeout` is not set. Envoy has none by
 /// default; a gateway on the internet edge should not hold a socket forever for a silent client.

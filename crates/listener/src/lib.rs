@@ -3,7 +3,7 @@
 //! on certificate rotation or a listener update), filter chains and their selection by SNI
 //! (`chain`: TLS context, handshake timeout, rate limits, and the network filter, the HTTP
 //! connection manager of `quickshake-http` or `tcp_proxy`), admission before any TLS work
-//! (`admission`: Envoy's local rate limits on `token_bucket`, the per-source handshake limit in
+//! (`admission`: Envoy's local rate limits, on `quickshake-http`'s token bucket, the per-source handshake limit in
 //! `handshake_limit`), the global connection limit (`ServerShared`), binding one SO_REUSEPORT
 //! socket per worker, and the data path's error type.
 //!
@@ -19,7 +19,6 @@ mod handshake_limit;
 mod listener;
 mod shared;
 mod tcp_proxy;
-mod token_bucket;
 
 pub use admission::Stage;
 pub use chain::{select_chain, ChainRuntime, Network};

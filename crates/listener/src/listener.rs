@@ -19,7 +19,7 @@ use crate::admission::ListenerAdmission;
 use crate::chain::{build_chain, ChainRuntime};
 use crate::error::ServerError;
 use crate::handshake_limit::HandshakeTable;
-use crate::token_bucket::BucketRegistry;
+use quickshake_http::BucketRegistry;
 
 /// Envoy's stat scope for a listener address: `listener.0.0.0.0_9000.`,
 /// `listener.[__]_9000.` for `[::]:9000`.

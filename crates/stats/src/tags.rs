@@ -53,6 +53,7 @@ pub mod names {
     pub const WORKER_ID: &str = "envoy.worker_id";
     pub const LOCAL_NETWORK_RATELIMIT_PREFIX: &str = "envoy.local_network_ratelimit_prefix";
     pub const LOCAL_LISTENER_RATELIMIT_PREFIX: &str = "envoy.local_listener_ratelimit_prefix";
+    pub const LOCAL_HTTP_RATELIMIT_PREFIX: &str = "envoy.local_http_ratelimit_prefix";
 }
 
 struct Extractor {
@@ -139,6 +140,12 @@ const DEFAULTS: &[(&str, &str, &str)] = &[
         names::LOCAL_LISTENER_RATELIMIT_PREFIX,
         "listener_local_ratelimit.",
         r"^listener_local_ratelimit\.(([^.]+)\.)",
+    ),
+    // (<stat_prefix>.)http_local_rate_limit.* (the HTTP filter)
+    (
+        names::LOCAL_HTTP_RATELIMIT_PREFIX,
+        ".http_local_rate_limit.",
+        r"^(([^.]+)\.)http_local_rate_limit\.",
     ),
 ];
 
@@ -291,7 +298,8 @@ mod tests {
 
     /// As Envoy 1.39.3's `/stats/prometheus` writes them:
     /// `envoy_local_rate_limit_rate_limited{envoy_local_network_ratelimit_prefix="nrl"}`,
-    /// `envoy_listener_local_ratelimit_rate_limited{envoy_local_listener_ratelimit_prefix="lrl"}`.
+    /// `envoy_listener_local_ratelimit_rate_limited{envoy_local_listener_ratelimit_prefix="lrl"}`,
+    /// `envoy_http_local_rate_limit_enforced{envoy_local_http_ratelimit_prefix="hrl"}`.
     #[test]
     fn local_rate_limit_prefixes() {
         let e = extract("local_rate_limit.nrl.rate_limited");
@@ -303,6 +311,12 @@ mod tests {
             tags(&e),
             vec![(names::LOCAL_NETWORK_RATELIMIT_PREFIX, "nrl")]
         );
+        let e = extract("hrl.http_local_rate_limit.enforced");
+        assert_eq!(
+            prometheus_name(&e.name),
+            "envoy_http_local_rate_limit_enforced"
+        );
+        assert_eq!(tags(&e), vec![(names::LOCAL_HTTP_RATELIMIT_PREFIX, "hrl")]);
         let e = extract("listener_local_ratelimit.lrl.rate_limited");
         assert_eq!(
             prometheus_name(&e.name),

@@ -162,6 +162,15 @@ impl Cluster {
             .as_ref()
             .map(|t| connect::client_tls(&spec.name, t, spec.protocol))
             .transpose()?;
+        let matched = spec
+            .socket_matches
+            .iter()
+            .map(|t| {
+                t.as_ref()
+                    .map(|t| connect::client_tls(&spec.name, t, spec.protocol))
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let hosts = HostSet::new(
             &spec.name,
             spec.discovery,
@@ -176,7 +185,8 @@ impl Cluster {
             },
         )?;
         let breakers = Breakers::new(spec.limits);
-        Ok(Cluster {
+        let host_sockets = spec.host_sockets;
+        let cluster = Cluster {
             shared: Arc::new(Shared {
                 name: spec.name,
                 lb: spec.lb,
@@ -186,6 +196,8 @@ impl Cluster {
                 connector: Connector {
                     timeout: spec.connect_timeout,
                     tls,
+                    matched,
+                    by_host: Default::default(),
                     breakers: breakers.clone(),
                     stats: stats.clone(),
                 },
@@ -197,7 +209,9 @@ impl Cluster {
                 outlier,
                 added_via_api,
             }),
-        })
+        };
+        cluster.shared.connector.set_host_sockets(host_sockets);
+        Ok(cluster)
     }
 
     /// Spawns this cluster's health-check and outlier-detection loops on `rt`.
@@ -262,9 +276,22 @@ impl Cluster {
         self.shared.hosts.ensure_resolved().await;
     }
 
-    /// EDS: replaces the cluster's hosts (see `HostSet::set_endpoints`).
+    /// EDS: replaces the cluster's hosts (see `HostSet::set_endpoints`); all use the
+    /// cluster's `transport_socket`.
     pub fn set_endpoints(&self, addrs: Vec<SocketAddr>) {
-        self.shared.hosts.set_endpoints(addrs);
+        self.set_endpoints_with_sockets(addrs.into_iter().map(|a| (a, None)).collect());
+    }
+
+    /// EDS: replaces the cluster's hosts, each with the `transport_socket_matches` entry it
+    /// uses (an index into [`ClusterSpec::socket_matches`]; `None`: the cluster's `tls`).
+    /// Pooled connections of a host that stays keep the socket they were opened with.
+    pub fn set_endpoints_with_sockets(&self, hosts: Vec<(SocketAddr, Option<usize>)>) {
+        self.shared
+            .connector
+            .set_host_sockets(hosts.iter().filter_map(|(a, i)| Some((*a, (*i)?))));
+        self.shared
+            .hosts
+            .set_endpoints(hosts.into_iter().map(|(a, _)| a).collect());
     }
 
     /// The current members (for `/clusters`-style output).

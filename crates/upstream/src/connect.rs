@@ -2,11 +2,12 @@
 //! handshake is `quickshake-tls`'s [`ClientTls`]), the connect timeout,
 //! connection stats, and the stream type handed out.
 
+use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -45,12 +46,40 @@ pub(crate) fn client_tls(
 /// Everything a connection attempt needs, shared by the cluster.
 pub(crate) struct Connector {
     pub(crate) timeout: Duration,
+    /// The cluster's `transport_socket`.
     pub(crate) tls: Option<ClientTls>,
+    /// `transport_socket_matches`' sockets (`None`: plaintext).
+    pub(crate) matched: Vec<Option<ClientTls>>,
+    /// The hosts that use `matched[i]` instead of `tls`.
+    pub(crate) by_host: RwLock<HashMap<SocketAddr, usize>>,
     pub(crate) breakers: Arc<Breakers>,
     pub(crate) stats: ClusterStats,
 }
 
 impl Connector {
+    /// The TLS context connections to `addr` use (`None`: plaintext).
+    pub(crate) fn tls_for(&self, addr: SocketAddr) -> Option<&ClientTls> {
+        let matched = self
+            .by_host
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&addr)
+            .copied();
+        match matched {
+            Some(i) => self.matched.get(i).and_then(Option::as_ref),
+            None => self.tls.as_ref(),
+        }
+    }
+
+    /// Replaces which hosts use which `matched` socket (out-of-range indexes are dropped).
+    pub(crate) fn set_host_sockets(&self, hosts: impl IntoIterator<Item = (SocketAddr, usize)>) {
+        let map = hosts
+            .into_iter()
+            .filter(|(_, i)| *i < self.matched.len())
+            .collect();
+        *self.by_host.write().unwrap_or_else(PoisonError::into_inner) = map;
+    }
+
     /// Opens one connection to `addr`, charging `max_connections` and the
     /// `upstream_cx_*` stats. The connection counts as active until the
     /// returned stream is dropped.
@@ -105,7 +134,7 @@ impl Connector {
         tcp.set_nodelay(true)
             .map_err(|source| UpstreamError::ConnectFailed { addr, source })?;
         let local = tcp.local_addr().ok();
-        let io = match &self.tls {
+        let io = match self.tls_for(addr) {
             Some(tls) => Io::Tls(Box::new(
                 tls.connect(tcp).await.map_err(UpstreamError::Tls)?,
             )),

@@ -219,7 +219,7 @@ pub(crate) async fn send(
             }
         }
         Protocol::Http2 => {
-            to_h2_form(&mut req, sh.connector.tls.is_some(), addr)?;
+            to_h2_form(&mut req, sh.connector.tls_for(addr).is_some(), addr)?;
             // A shared connection that closed (GOAWAY, idle close) under us
             // gets one fresh replacement if it never took the request.
             let mut fresh_tried = false;

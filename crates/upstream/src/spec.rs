@@ -16,6 +16,12 @@ pub struct ClusterSpec {
     pub endpoints: Vec<(String, u16)>,
     pub limits: Limits,
     pub tls: Option<UpstreamTlsSpec>,
+    /// Envoy's `transport_socket_matches`, resolved: the transport sockets (TLS, or `None`
+    /// for plaintext) some hosts use instead of `tls`.
+    pub socket_matches: Vec<Option<UpstreamTlsSpec>>,
+    /// The hosts (by address) that use `socket_matches[i]` rather than `tls`; EDS updates
+    /// say it again with [`crate::Cluster::set_endpoints_with_sockets`].
+    pub host_sockets: Vec<(std::net::SocketAddr, usize)>,
     pub protocol: Protocol,
     /// HTTP/2 flow control the connections advertise: (`initial_stream_window_size`,
     /// `initial_connection_window_size`); `None` keeps hyper's defaults.
@@ -59,6 +65,8 @@ impl ClusterSpec {
             endpoints,
             limits: Limits::default(),
             tls: None,
+            socket_matches: Vec::new(),
+            host_sockets: Vec::new(),
             protocol: Protocol::Http1,
             http2_windows: (None, None),
             health_check: None,

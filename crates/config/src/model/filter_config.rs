@@ -1,9 +1,11 @@
 //! The configuration of the HTTP filters Istio and Envoy Gateway always emit (`cors`, `fault`,
-//! `grpc_stats`) and the per-route overrides (`typed_per_filter_config`) of route, virtual host
+//! `grpc_stats`, `local_ratelimit`) and the per-route overrides (`typed_per_filter_config`) of route, virtual host
 //! and route configuration.
 
 use std::time::Duration;
 
+use super::header_mutation::HeaderAdd;
+use super::limits::TokenBucket;
 use super::matcher::{HeaderMatcher, StringMatcher};
 
 /// `envoy.config.core.v3.RuntimeFractionalPercent` / `envoy.type.v3.FractionalPercent`: a
@@ -118,13 +120,40 @@ pub struct GrpcStatsFilter {
 pub enum PerFilterConfig {
     Cors(CorsPolicy),
     Fault(FaultConfig),
+    /// `envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit`: the route's limit,
+    /// with a bucket of its own.
+    LocalRateLimit(std::sync::Arc<HttpLocalRateLimit>),
     /// `envoy.config.route.v3.FilterConfig` with `disabled: true`: the filter does not run for
     /// this route.
     Disabled,
     /// A filter with no per-route settings quickshake reads (`FilterConfig` enabling it, or an
-    /// optional filter quickshake does not know).
+    /// optional filter quickshake does not know). Like every entry but `Disabled`, it enables a
+    /// filter installed `disabled` (Envoy: "a filter explicitly configured is enabled").
     Ignored,
 }
 
 /// A level's `typed_per_filter_config`: `(filter name, config)`.
 pub type PerFilterConfigs = Vec<(String, PerFilterConfig)>;
+
+/// `envoy.filters.http.local_ratelimit` (`...http.local_ratelimit.v3.LocalRateLimit`), as the
+/// filter's own configuration or a route's (`typed_per_filter_config`; a route's has a bucket
+/// of its own, as in Envoy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpLocalRateLimit {
+    /// `stat_prefix`: `<stat_prefix>.http_local_rate_limit.{enabled,enforced,rate_limited,ok}`.
+    pub stat_prefix: String,
+    /// `token_bucket` (none: every request passes, as in Envoy).
+    pub token_bucket: Option<TokenBucket>,
+    /// `filter_enabled.default_value` (0% when absent, as in Envoy: the filter does nothing).
+    pub filter_enabled: Fraction,
+    /// `filter_enforced.default_value` (0% when absent: requests over the limit are counted,
+    /// not refused).
+    pub filter_enforced: Fraction,
+    /// `status.code` (429 by default; a code below 400 is 429, as in Envoy).
+    pub status: u16,
+    /// `response_headers_to_add` (on the refusal).
+    pub response_headers_to_add: Vec<HeaderAdd>,
+    /// `enable_x_ratelimit_headers: DRAFT_VERSION_03`: `x-ratelimit-limit`,
+    /// `x-ratelimit-remaining` and `x-ratelimit-reset` on every response the filter saw.
+    pub x_ratelimit_headers: bool,
+}

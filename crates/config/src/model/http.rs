@@ -185,10 +185,22 @@ pub enum HttpFilter {
     /// `envoy.filters.http.compressor`.
     Compressor(CompressorFilter),
     /// `envoy.filters.http.cors`: its policies are per route (`typed_per_filter_config` under
-    /// `name`, or the route's and virtual host's `cors`).
-    Cors { name: String },
+    /// `name`, or the route's and virtual host's `cors`). `disabled`: runs only where a route's
+    /// `typed_per_filter_config` enables it (as for the two below).
+    Cors { name: String, disabled: bool },
     /// `envoy.filters.http.fault`: `config`, or a route's override under `name`.
-    Fault { name: String, config: FaultConfig },
+    Fault {
+        name: String,
+        disabled: bool,
+        config: FaultConfig,
+    },
+    /// `envoy.filters.http.local_ratelimit`: `config`, or a route's own (and its own bucket)
+    /// under `name`.
+    LocalRateLimit {
+        name: String,
+        disabled: bool,
+        config: std::sync::Arc<super::HttpLocalRateLimit>,
+    },
     /// `envoy.filters.http.grpc_stats`.
     GrpcStats(GrpcStatsFilter),
     /// `envoy.filters.http.grpc_web`: gRPC-Web requests (`application/grpc-web*`) go upstream
@@ -211,6 +223,10 @@ pub struct HealthCheckFilter {
 /// `envoy.extensions.filters.http.compressor.v3.Compressor`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompressorFilter {
+    /// The filter's `name` (its key in a route's `typed_per_filter_config`).
+    pub name: String,
+    /// `disabled`: compresses only on routes whose `typed_per_filter_config` enables it.
+    pub disabled: bool,
     pub library: CompressionLibrary,
     /// `response_direction_config.common_config.min_content_length` (default 30 bytes).
     pub min_content_length: u64,

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::filter_config::{CorsPolicy, Fraction, PerFilterConfigs};
+use super::header_mutation::HeaderMutations;
 use super::matcher::{HeaderMatcher, QueryParameterMatcher};
 use super::xds::ConfigSource;
 
@@ -51,44 +52,6 @@ pub struct RouteConfig {
     pub mutations: HeaderMutations,
     /// `typed_per_filter_config` (least specific level).
     pub per_filter: PerFilterConfigs,
-}
-
-/// One level's `request_headers_to_add` / `_to_remove` and `response_headers_to_add` /
-/// `_to_remove`. Names are lower case.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HeaderMutations {
-    pub request_add: Vec<HeaderAdd>,
-    pub request_remove: Vec<String>,
-    pub response_add: Vec<HeaderAdd>,
-    pub response_remove: Vec<String>,
-}
-
-impl HeaderMutations {
-    pub fn is_empty(&self) -> bool {
-        self.request_add.is_empty()
-            && self.request_remove.is_empty()
-            && self.response_add.is_empty()
-            && self.response_remove.is_empty()
-    }
-}
-
-/// Envoy's `HeaderValueOption` with a literal value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeaderAdd {
-    pub name: String,
-    pub value: String,
-    pub action: AppendAction,
-    /// `keep_empty_value`: an empty value is added rather than skipped.
-    pub keep_empty_value: bool,
-}
-
-/// `append_action` (or the older `append`: true appends, false overwrites).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AppendAction {
-    AppendIfExistsOrAdd,
-    AddIfAbsent,
-    OverwriteIfExistsOrAdd,
-    OverwriteIfExists,
 }
 
 #[derive(Debug, Clone)]
@@ -202,6 +165,44 @@ pub struct RouteTarget {
     /// `weighted_clusters.clusters[]` (then `cluster` is the first of them): each request
     /// goes to one, drawn by weight.
     pub weighted: Vec<WeightedCluster>,
+    /// `hash_policy`: the request hash the cluster's ring hash / Maglev balancer looks up.
+    pub hash_policy: Vec<HashPolicy>,
+    /// `weighted_clusters.use_hash_policy`: a request with a hash picks its weighted cluster
+    /// by `hash % total weight` (the same cluster for the same hash) instead of at random.
+    pub weighted_use_hash_policy: bool,
+}
+
+/// One `hash_policy` entry: what is hashed (xxHash64), and whether a hash found here ends
+/// the list (`terminal`). Entries whose input is absent add nothing; hashes combine as Envoy's
+/// (`rotl(hash, 1) ^ new`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HashPolicy {
+    pub source: HashSource,
+    pub terminal: bool,
+}
+
+/// A `hash_policy` `cookie`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CookieHash {
+    pub name: String,
+    /// `ttl`: generate the cookie when the request has none (`Max-Age`; zero: a session cookie).
+    pub ttl: Option<Duration>,
+    pub path: Option<String>,
+    /// `attributes[]` `(name, value)` added to a generated cookie.
+    pub attributes: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashSource {
+    /// `header.header_name` (lowercase): its value (several values: sorted, concatenated).
+    Header(String),
+    /// `cookie`: the value of an existing cookie; when absent and `ttl` is set, one is
+    /// generated (and sent in `Set-Cookie`).
+    Cookie(CookieHash),
+    /// `connection_properties.source_ip`: the client's IP address as text.
+    SourceIp,
+    /// `query_parameter.name`: the first value of that query parameter.
+    QueryParameter(String),
 }
 
 /// One of a route's `weighted_clusters`.

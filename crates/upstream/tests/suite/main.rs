@@ -5,6 +5,7 @@
 
 mod common;
 
+mod hash;
 mod health;
 mod http;
 mod raw;

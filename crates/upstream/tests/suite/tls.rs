@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 
 use quickshake_stats::Store;
-use quickshake_upstream::{ClusterManager, UpstreamError, UpstreamTlsSpec};
+use quickshake_upstream::{ClusterManager, ClusterSpec, Discovery, UpstreamError, UpstreamTlsSpec};
 
 use crate::common::*;
 
@@ -279,4 +279,58 @@ async fn san_matchers_accept_a_matching_peer_and_refuse_others() {
         Some(1)
     );
     assert_eq!(seen.requests.load(Ordering::SeqCst), 1);
+}
+
+/// Envoy's `transport_socket_matches`: one host matched to a TLS socket with SNI, one on the
+/// cluster's plaintext socket; both serve, for a static cluster and over EDS.
+#[tokio::test]
+async fn transport_socket_matches_per_host() {
+    let (tls_addr, tls_seen) = upstream(Kind::TlsH1).await;
+    let (plain_addr, plain_seen) = upstream(Kind::H1).await;
+    let store = Store::new();
+    let mut spec = static_spec("mixed", &[tls_addr, plain_addr]);
+    spec.socket_matches = vec![Some(UpstreamTlsSpec {
+        sni: Some("localhost".into()),
+        trusted_ca_pem: Some(read_cert("rsa2048.cert.pem")),
+        ..Default::default()
+    })];
+    spec.host_sockets = vec![(tls_addr, 0)];
+    let cm = ClusterManager::new(vec![spec], &store).expect("manager");
+    let c = cm.cluster("mixed").expect("cluster");
+    assert!(!c.is_tls(), "the cluster's own socket is plaintext");
+    let mut ports = Vec::new();
+    for _ in 0..4 {
+        let (status, body) = fetch(&c, "/m").await.expect("response");
+        assert_eq!(status, 200);
+        ports.push(body);
+    }
+    assert!(ports
+        .iter()
+        .any(|b| b.contains(&format!("port={}", tls_addr.port()))));
+    assert!(ports
+        .iter()
+        .any(|b| b.contains(&format!("port={}", plain_addr.port()))));
+    assert_eq!(tls_seen.connections.load(Ordering::SeqCst), 1);
+    assert_eq!(plain_seen.connections.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        tls_seen.sni.lock().expect("sni").clone(),
+        vec![Some("localhost".to_string())]
+    );
+
+    // EDS: the hosts arrive with the entry each uses.
+    let mut eds = ClusterSpec::new("eds", Discovery::Eds, Vec::new());
+    eds.socket_matches = vec![Some(UpstreamTlsSpec {
+        sni: Some("localhost".into()),
+        trusted_ca_pem: Some(read_cert("rsa2048.cert.pem")),
+        ..Default::default()
+    })];
+    let cm = ClusterManager::new(vec![eds], &store).expect("manager");
+    let c = cm.cluster("eds").expect("cluster");
+    c.set_endpoints_with_sockets(vec![(tls_addr, Some(0)), (plain_addr, None)]);
+    for _ in 0..4 {
+        let (status, _) = fetch(&c, "/eds").await.expect("response over EDS hosts");
+        assert_eq!(status, 200);
+    }
+    assert_eq!(tls_seen.connections.load(Ordering::SeqCst), 2);
+    assert_eq!(plain_seen.connections.load(Ordering::SeqCst), 2);
 }

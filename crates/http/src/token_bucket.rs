@@ -1,7 +1,8 @@
 //! Envoy's local rate limit token bucket, shared by every worker: it starts full
 //! (`max_tokens`) and refills continuously at `tokens_per_fill` per `fill_interval`, as Envoy
 //! 1.39's `AtomicTokenBucketImpl` does (no periodic timer: half a fill interval after a token
-//! was taken, half a token is back). Each admitted socket takes one token; none left, refused.
+//! was taken, half a token is back). Each admitted socket (listener and network filters) or
+//! request (HTTP filter) takes one token; none left, refused.
 //!
 //! The state is one atomic: the bucket's "theoretical arrival time" (GCRA), the instant at
 //! which it would be full again. A token costs `fill_interval / tokens_per_fill`; taking one
@@ -54,6 +55,23 @@ impl TokenBucket {
     pub fn try_take(&self) -> bool {
         let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX / 4);
         self.try_take_at(now)
+    }
+
+    /// Tokens left now and the time until the bucket is full again (the HTTP filter's
+    /// `x-ratelimit-remaining` and `x-ratelimit-reset`).
+    pub fn remaining(&self) -> (u32, std::time::Duration) {
+        let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX / 4);
+        self.remaining_at(now)
+    }
+
+    /// [`TokenBucket::remaining`] at `now` (nanoseconds since the bucket was made).
+    pub fn remaining_at(&self, now: u64) -> (u32, std::time::Duration) {
+        let until_full = self.full_at.load(Ordering::Relaxed).saturating_sub(now);
+        let free = self.capacity_ns.saturating_sub(until_full) / self.cost_ns;
+        (
+            u32::try_from(free).unwrap_or(u32::MAX),
+            std::time::Duration::from_nanos(until_full),
+        )
     }
 
     /// Take a token at `now` (nanoseconds since the bucket was made), if there is one.
@@ -150,6 +168,16 @@ mod tests {
         assert_eq!(take_all(&b, 2100 * MS), 1);
         // Idle long enough, the bucket is full, never fuller.
         assert_eq!(take_all(&b, 60_000 * MS), 2);
+    }
+
+    #[test]
+    fn remaining_counts_whole_tokens() {
+        let b = TokenBucket::new(&settings(3, 1, 1000));
+        assert_eq!(b.remaining_at(0), (3, Duration::ZERO));
+        assert!(b.try_take_at(0));
+        assert!(b.try_take_at(0));
+        assert_eq!(b.remaining_at(0), (1, Duration::from_secs(2)));
+        assert_eq!(b.remaining_at(1500 * MS), (2, Duration::from_millis(500)));
     }
 
     #[test]
