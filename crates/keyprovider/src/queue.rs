@@ -83,7 +83,6 @@ impl Slot {
         now: Instant,
     ) -> (PushOutcome<PendingOp>, Option<(Instant, Instant)>) {
         let waiting = self.waiting_since;
-        let chosen = waiting.zip(self.wait_end);
         self.rate.arrival(now, waiting.is_some());
         if waiting.is_some() {
             // The waiting flush decides again with this arrival.
@@ -94,10 +93,14 @@ impl Slot {
             let left = budget.saturating_sub(op.handshake.waited());
             self.budget_left = Some(self.budget_left.map_or(left, |x| x.min(left)));
             if let Some(end) = self.wait_end {
-                // This operation may not wait as long as the batch was going to.
-                self.wait_end = Some(end.min(now + left));
+                // This operation may not wait as long as the batch was going to. From when it
+                // was queued, the instant its chosen wait is counted from (`dispatch`): a
+                // worker preempted between queueing it and this push must not stretch it.
+                self.wait_end = Some(end.min(op.enqueued + left));
             }
         }
+        // The wait this batch chose, bounded by this operation's budget too.
+        let chosen = waiting.zip(self.wait_end);
         let outcome = self.queue.push(op);
         if matches!(outcome, PushOutcome::Full(_)) {
             self.taken(now);
@@ -283,9 +286,10 @@ impl Queues {
                 continue;
             }
             // The budget's end for this batch: a later operation with less budget left brings
-            // it forward (`Slot::push`).
+            // it forward (`Slot::push`). Read again under the lock: with shared queues another
+            // worker may have queued an operation with less budget left since `left` was read.
             let wake = self.with_slot(class, |s| {
-                s.current(generation)?;
+                let (_, left) = s.current(generation)?;
                 s.waiting_since = Some(t);
                 s.wait_end = Some(t + left);
                 Some(s.wake.clone())

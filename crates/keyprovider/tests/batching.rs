@@ -237,6 +237,39 @@ async fn a_handshakes_operations_share_one_budget() {
     assert_eq!(counter(&s.store, "budget_exceeded"), 0);
 }
 
+#[tokio::test(start_paused = true)]
+async fn an_operation_queued_late_does_not_stretch_its_handshakes_budget() {
+    // A worker preempted between creating an operation and pushing it (seen live with two
+    // workers on a loaded machine): the operation joins a waiting batch with little budget
+    // left, counted from when it was created; the batch must end within that.
+    let s = setup(
+        Arc::new(EightLanes::new()),
+        budget(QueueScope::Shared),
+        false,
+        Timer::Virtual,
+    );
+    let key = key();
+    open_loop(&s.queues, 600.0, 0.5).await;
+    for i in 0..20 {
+        // A fresh handshake starts a batch that waits for company.
+        let (first, first_rx) = PendingOp::new(OpKind::RsaSign, key.clone(), input(&key, 2 * i));
+        s.queues
+            .submit(first.in_handshake(HandshakeWait::default()));
+        tokio::time::sleep(Duration::from_micros(300)).await;
+        // A handshake with 200 µs of its budget left creates its operation, then is held up
+        // 500 µs before queueing it.
+        let late = HandshakeWait::default();
+        late.add(BUDGET - Duration::from_micros(200));
+        let (op, rx) = PendingOp::new(OpKind::RsaSign, key.clone(), input(&key, 2 * i + 1));
+        tokio::time::sleep(Duration::from_micros(500)).await;
+        s.queues.submit(op.in_handshake(late.clone()));
+        rx.await.expect("reply").expect("signed");
+        first_rx.await.expect("reply").expect("signed");
+        assert!(late.waited() <= BUDGET, "{:?}", late.waited());
+    }
+    assert_eq!(counter(&s.store, "budget_exceeded"), 0);
+}
+
 /// `workers` threads, each its own current-thread event loop like a worker, queue `per_worker`
 /// operations at once into one provider and check every result is their own.
 fn storm(s: &Setup, workers: usize, per_worker: usize) {
