@@ -104,10 +104,19 @@ const BIG: usize = 16 << 20;
 #[test]
 fn sigterm_drains_in_flight_requests_and_exits_zero() {
     let _lock = support::shared();
-    let template = base().replace(
-        "inline_string: \"hello from quickshake\"",
-        &format!("inline_string: \"{}\"", "x".repeat(BIG)),
-    );
+    // A direct response this large needs the route configuration's leave, in Envoy too
+    // (`max_direct_response_body_size_bytes`, default 4096).
+    let template = base()
+        .replace(
+            "inline_string: \"hello from quickshake\"",
+            &format!("inline_string: \"{}\"", "x".repeat(BIG)),
+        )
+        .replace(
+            "          route_config:\n",
+            &format!(
+                "          route_config:\n            max_direct_response_body_size_bytes: {BIG}\n"
+            ),
+        );
     let mut gw = Gateway::start(&template, &["--concurrency", "1", "--drain-time-s", "5"]);
     let mut s = keepalive(gw.port);
     s.get_ref()
