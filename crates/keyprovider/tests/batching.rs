@@ -86,6 +86,17 @@ fn budget(scope: QueueScope) -> Batching {
     }
 }
 
+/// The budget tests' provider: the 8-lane BoringSSL engine, shared queues, the default budget,
+/// waits ending in virtual time.
+fn virtual_budget() -> Setup {
+    setup(
+        Arc::new(EightLanes::new()),
+        budget(QueueScope::Shared),
+        false,
+        Timer::Virtual,
+    )
+}
+
 fn key() -> Arc<ProviderKey> {
     keys::key("rsa2048")
 }
@@ -149,12 +160,7 @@ async fn open_loop(queues: &Arc<Queues>, rate: f64, seconds: f64) -> Vec<Duratio
 #[tokio::test(start_paused = true)]
 async fn the_budget_is_never_exceeded_whatever_the_load() {
     for rate in [50.0, 300.0, 600.0, 1000.0, 5000.0] {
-        let s = setup(
-            Arc::new(EightLanes::new()),
-            budget(QueueScope::Shared),
-            false,
-            Timer::Virtual,
-        );
+        let s = virtual_budget();
         let waits = open_loop(&s.queues, rate, 0.5).await;
         let worst = waits.iter().max().copied().unwrap_or_default();
         assert!(worst <= BUDGET, "{rate}/s: a handshake waited {worst:?}");
@@ -175,12 +181,7 @@ async fn the_budget_is_never_exceeded_whatever_the_load() {
 
 #[tokio::test(start_paused = true)]
 async fn lone_handshakes_at_low_load_never_wait() {
-    let s = setup(
-        Arc::new(EightLanes::new()),
-        budget(QueueScope::Shared),
-        false,
-        Timer::Virtual,
-    );
+    let s = virtual_budget();
     let waits = open_loop(&s.queues, 20.0, 2.0).await;
     assert!(waits.iter().all(|w| w.is_zero()), "{waits:?}");
     let (_, sum_ms, _) = histogram(&s.store, "batch_delay_ms");
@@ -191,12 +192,7 @@ async fn lone_handshakes_at_low_load_never_wait() {
 async fn a_closed_loop_client_does_not_wait_for_itself() {
     // One client, a new handshake as soon as the last ended, 1 ms apart (its own round trip):
     // a gap-rate estimator sees 1,000/s; nothing ever arrives while it waits.
-    let s = setup(
-        Arc::new(EightLanes::new()),
-        budget(QueueScope::Shared),
-        false,
-        Timer::Virtual,
-    );
+    let s = virtual_budget();
     let key = key();
     let mut waited = 0;
     for i in 0..2000 {
@@ -218,12 +214,7 @@ async fn a_closed_loop_client_does_not_wait_for_itself() {
 async fn a_handshakes_operations_share_one_budget() {
     // Two operations of one handshake in a row, each alone at a load that makes both wait:
     // together they stay within the budget.
-    let s = setup(
-        Arc::new(EightLanes::new()),
-        budget(QueueScope::Shared),
-        false,
-        Timer::Virtual,
-    );
+    let s = virtual_budget();
     let key = key();
     // Warm the estimator with 600/s of open-loop arrivals.
     open_loop(&s.queues, 600.0, 0.5).await;
@@ -242,12 +233,7 @@ async fn an_operation_queued_late_does_not_stretch_its_handshakes_budget() {
     // A worker preempted between creating an operation and pushing it (seen live with two
     // workers on a loaded machine): the operation joins a waiting batch with little budget
     // left, counted from when it was created; the batch must end within that.
-    let s = setup(
-        Arc::new(EightLanes::new()),
-        budget(QueueScope::Shared),
-        false,
-        Timer::Virtual,
-    );
+    let s = virtual_budget();
     let key = key();
     open_loop(&s.queues, 600.0, 0.5).await;
     for i in 0..20 {
