@@ -148,16 +148,17 @@ fn url_encode(pem: &str) -> String {
 /// Envoy's `mutateXfccRequestHeader`: the request's XFCC header under `mode`, with the
 /// connection's client certificate (`None`: not an mTLS connection).
 pub(crate) fn apply(h: &mut HeaderMap, mode: ForwardClientCert, peer: Option<&TlsPeer>) {
-    let details = match (mode, peer) {
+    let (details, peer) = match (mode, peer) {
         (ForwardClientCert::AlwaysForwardOnly, _) => return,
         (ForwardClientCert::Sanitize, _) | (_, None) => {
             h.remove(XFCC);
             return;
         }
         (ForwardClientCert::ForwardOnly, Some(_)) => return,
-        (ForwardClientCert::AppendForward(d) | ForwardClientCert::SanitizeSet(d), Some(_)) => d,
+        (ForwardClientCert::AppendForward(d) | ForwardClientCert::SanitizeSet(d), Some(peer)) => {
+            (d, peer)
+        }
     };
-    let Some(peer) = peer else { return };
     let element = peer.element(details);
     let value = match (mode, h.get(&XFCC).and_then(|v| v.to_str().ok())) {
         (ForwardClientCert::AppendForward(_), Some(prev)) if !prev.is_empty() => {
