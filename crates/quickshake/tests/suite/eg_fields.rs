@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use boring::ssl::{SslConnector, SslMethod, SslVerifyMode};
 
 use crate::support::envoy::Envoy;
-use crate::support::{self, free_port, render, Gateway};
+use crate::support::{self, direct_response_hcm, free_port, plain_cert, render, Gateway};
 
 const TEMPLATE: &str = r#"
 static_resources:
@@ -41,33 +41,25 @@ admin:
   address: { socket_address: { address: 127.0.0.1, port_value: {{ADMIN}} } }
 "#;
 
-const CHAIN: &str = r#"      transport_socket:
+/// One TLS filter chain (the RSA-2048 test certificate) answering 200 to everything.
+fn chain() -> String {
+    format!(
+        r#"      transport_socket:
         name: envoy.transport_sockets.tls
         typed_config:
           "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
           common_tls_context:
             tls_certificates:
-            - certificate_chain: { filename: {{CERTS}}/rsa2048.cert.pem }
-              private_key: { filename: {{CERTS}}/rsa2048.key.pem }
+{}
       filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: eg
-          route_config:
-            virtual_hosts:
-            - name: all
-              domains: ["*"]
-              routes:
-              - match: { prefix: / }
-                direct_response: { status: 200 }
-          http_filters:
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"#;
+{}"#,
+        plain_cert("rsa2048"),
+        direct_response_hcm("eg", "{ status: 200 }", "")
+    )
+}
 
 fn config() -> String {
-    TEMPLATE.replace("@CHAIN@", CHAIN)
+    TEMPLATE.replace("@CHAIN@", &chain())
 }
 
 /// A TLS handshake with SNI `sni`: whether it completes.
@@ -154,7 +146,7 @@ admin:
 
 fn mtls_config() -> String {
     let chain = |sans: &str| {
-        CHAIN
+        chain()
             .replace(
                 "          common_tls_context:\n",
                 &format!(
